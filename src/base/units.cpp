@@ -1,0 +1,105 @@
+#include "base/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace hoist {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Result<double> UnitMultiplier(std::string_view unit) {
+  struct Unit {
+    std::string_view name;
+    double multiplier;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1.0},           {"B", 1.0},          {"K", 1024.0},           {"KIB", 1024.0},
+      {"KB", 1e3},         {"M", 1048576.0},    {"MIB", 1048576.0},      {"MB", 1e6},
+      {"G", 1073741824.0}, {"GIB", 1073741824.0}, {"GB", 1e9},
+      {"T", 1099511627776.0}, {"TIB", 1099511627776.0}, {"TB", 1e12},
+  };
+  for (const Unit& u : kUnits) {
+    if (EqualsIgnoreCase(unit, u.name)) return u.multiplier;
+  }
+  return Status::InvalidArgument("unknown size unit '" + std::string(unit) + "'");
+}
+
+Result<double> ParseScaled(std::string_view text) {
+  std::string_view s = Trim(text);
+  size_t digits = 0;
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) != 0 || s[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return Status::InvalidArgument("not a size: '" + std::string(text) + "'");
+  double number = 0;
+  try {
+    number = std::stod(std::string(s.substr(0, digits)));
+  } catch (...) {
+    return Status::InvalidArgument("not a size: '" + std::string(text) + "'");
+  }
+  auto multiplier = UnitMultiplier(Trim(s.substr(digits)));
+  if (!multiplier.ok()) {
+    return Status::InvalidArgument("not a size: '" + std::string(text) + "' (" +
+                                   multiplier.status().message() + ")");
+  }
+  return number * multiplier.value();
+}
+
+}  // namespace
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  HOIST_ASSIGN_OR_RETURN(double bytes, ParseScaled(text));
+  if (!(bytes >= 0) || bytes >= 18446744073709551615.0) {
+    return Status::InvalidArgument("size out of range: '" + std::string(text) + "'");
+  }
+  return static_cast<uint64_t>(std::llround(bytes));
+}
+
+Result<double> ParseByteRate(std::string_view text) {
+  std::string_view s = Trim(text);
+  if (s.size() > 2 && EqualsIgnoreCase(s.substr(s.size() - 2), "/s")) s.remove_suffix(2);
+  HOIST_ASSIGN_OR_RETURN(double rate, ParseScaled(s));
+  if (!(rate > 0)) return Status::InvalidArgument("rate must be positive: '" + std::string(text) + "'");
+  return rate;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", value, kNames[unit]);
+  return buf;
+}
+
+std::string FormatRate(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+}  // namespace hoist

@@ -1,0 +1,15 @@
+// The subcommands of the hoist tool. Each Register function adds its subcommand to the app
+// and returns the function that runs it, which returns the process's exit code.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace hoist::cli {
+
+using Runner = std::function<int()>;
+
+Runner RegisterInspect(CLI::App& app);
+
+}  // namespace hoist::cli

@@ -1,0 +1,29 @@
+// The command-line tool's exit codes, one per kind of failure.
+#pragma once
+
+#include "base/status.h"
+
+namespace hoist::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,       // anything not listed below: cannot open, I/O error, bad arguments
+  kExitInvalidModel = 2,  // the model's bytes break a rule of its format
+  kExitStalled = 3,       // the watchdog found a stage that made no progress
+  kExitDeviceError = 4,   // the device reported an error
+  kExitVerifyMismatch = 5,
+  kExitSignalBase = 128,  // cancelled by a signal: 128 + the signal's number
+};
+
+inline int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case Code::kOk: return kExitOk;
+    case Code::kInvalidModel: return kExitInvalidModel;
+    case Code::kStalled: return kExitStalled;
+    case Code::kDeviceError: return kExitDeviceError;
+    case Code::kVerifyMismatch: return kExitVerifyMismatch;
+    default: return kExitFailure;
+  }
+}
+
+}  // namespace hoist::cli

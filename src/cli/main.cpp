@@ -1,0 +1,29 @@
+// hoist: load model weights into device memory at the speed of the slowest link.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "hoist loads model weights (GGUF, safetensors, sharded sets) into GPU or host memory\n"
+      "at the speed of the machine's slowest link, and never hangs doing it.\n\n"
+      "Exit codes: 0 ok, 1 other failure, 2 invalid model, 3 stalled, 4 device error,\n"
+      "5 verify mismatch, 128+N cancelled by signal N."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hoist 0.1.0");
+  std::map<std::string, hoist::cli::Runner> runners;
+  runners["inspect"] = hoist::cli::RegisterInspect(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : hoist::cli::kExitFailure;
+  }
+  for (auto& [name, run] : runners) {
+    if (app.got_subcommand(name)) return run();
+  }
+  return hoist::cli::kExitFailure;
+}

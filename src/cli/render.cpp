@@ -1,0 +1,122 @@
+#include "cli/render.h"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "base/units.h"
+
+namespace hoist::cli {
+namespace {
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string ValueText(const MetadataEntry& m) {
+  constexpr size_t kShownItems = 4;
+  constexpr size_t kShownChars = 80;
+  if (m.type == "ARRAY") {
+    std::string s = "[" + m.element_type + " x " + std::to_string(m.count) + "] [";
+    for (size_t i = 0; i < m.value.size() && i < kShownItems; ++i) {
+      if (i > 0) s += ", ";
+      s += DumpJson(m.value[i]);
+    }
+    if (m.value.size() > kShownItems) s += ", ...";
+    return s + "]";
+  }
+  std::string s = m.value.is_string() ? m.value.get<std::string>() : DumpJson(m.value);
+  if (s.size() > kShownChars) s = s.substr(0, kShownChars) + "...";
+  for (char& c : s) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string DumpJson(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+nlohmann::ordered_json DirectoryToJson(const TensorDirectory& dir) {
+  nlohmann::ordered_json out;
+  out["format"] = dir.format;
+  out["version"] = dir.version;
+  out["files"] = nlohmann::ordered_json::array();
+  for (const FileEntry& f : dir.files) out["files"].push_back({{"path", f.path}, {"size", f.size}});
+  out["metadata"] = nlohmann::ordered_json::object();
+  for (const MetadataEntry& m : dir.metadata) {
+    nlohmann::ordered_json entry{{"type", m.type}};
+    if (!m.element_type.empty()) entry["element_type"] = m.element_type;
+    entry["count"] = m.count;
+    entry["value"] = m.value;
+    out["metadata"][m.key] = std::move(entry);
+  }
+  out["tensors"] = nlohmann::ordered_json::array();
+  for (const TensorEntry& t : dir.tensors) {
+    out["tensors"].push_back({{"name", t.name},
+                              {"dtype", t.dtype},
+                              {"shape", t.shape},
+                              {"file", t.file},
+                              {"offset", t.offset},
+                              {"nbytes", t.nbytes}});
+  }
+  out["total_bytes"] = dir.total_bytes();
+  if (!dir.warnings.empty()) out["warnings"] = dir.warnings;
+  return out;
+}
+
+std::string DirectoryToText(const TensorDirectory& dir) {
+  std::ostringstream os;
+  os << "format    " << dir.format;
+  if (dir.version != 0) os << " v" << dir.version;
+  os << "\nfiles     " << dir.files.size() << "\n";
+  for (size_t i = 0; i < dir.files.size(); ++i) {
+    os << "  [" << i << "] " << dir.files[i].path << " (" << FormatBytes(dir.files[i].size)
+       << ")\n";
+  }
+  os << "metadata  " << dir.metadata.size() << " keys\n";
+  for (const MetadataEntry& m : dir.metadata) {
+    os << "  " << m.key << " (" << m.type << ") = " << ValueText(m) << "\n";
+  }
+  os << "tensors   " << dir.tensors.size() << "\n";
+  if (!dir.tensors.empty()) {
+    size_t name_width = 4;
+    for (const TensorEntry& t : dir.tensors) name_width = std::max(name_width, t.name.size());
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-*s  %-8s  %-24s  %4s  %14s  %14s\n",
+                  static_cast<int>(name_width), "name", "dtype", "shape", "file", "offset",
+                  "bytes");
+    os << line;
+    for (const TensorEntry& t : dir.tensors) {
+      os << "  " << t.name << std::string(name_width - t.name.size(), ' ');
+      std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu\n", t.dtype.c_str(),
+                    ShapeText(t.shape).c_str(), t.file,
+                    static_cast<unsigned long long>(t.offset),
+                    static_cast<unsigned long long>(t.nbytes));
+      os << line;
+    }
+  }
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;
+  for (const TensorEntry& t : dir.tensors) {
+    auto& [count, bytes] = by_dtype[t.dtype];
+    ++count;
+    bytes += t.nbytes;
+  }
+  if (!by_dtype.empty()) os << "by dtype\n";
+  for (const auto& [dtype, cb] : by_dtype) {
+    os << "  " << dtype << ": " << cb.first << " tensors, " << FormatBytes(cb.second) << "\n";
+  }
+  os << "total     " << FormatBytes(dir.total_bytes()) << " (" << dir.total_bytes()
+     << " bytes)\n";
+  for (const std::string& w : dir.warnings) os << "warning: " << w << "\n";
+  return os.str();
+}
+
+}  // namespace hoist::cli

@@ -1,0 +1,20 @@
+// JSON text from model files (safetensors headers, shard indexes), parsed defensively: valid
+// UTF-8, bounded nesting, no key twice in one object.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+
+namespace hoist {
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses text, which starts at byte base_offset of path; errors name that file and the byte.
+Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string& path,
+                                      uint64_t base_offset);
+
+}  // namespace hoist

@@ -1,0 +1,279 @@
+#include "format/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <system_error>
+#include <unordered_map>
+
+#include "format/gguf.h"
+#include "format/json_text.h"
+#include "format/safetensors.h"
+#include "io/file.h"
+
+namespace hoist {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kMaxIndexBytes = 100'000'000;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<TensorDirectory> ReadOneFile(const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, OpenFile(path));
+  char magic[4] = {};
+  if (file->size() >= 4) HOIST_RETURN_IF_ERROR(file->ReadExact(0, magic, 4));
+  if (std::memcmp(magic, "GGUF", 4) == 0 || EndsWith(path, ".gguf")) return ReadGguf(*file);
+  return ReadSafetensors(*file);
+}
+
+// Appends part's files and tensors to whole, renumbering file indexes. A tensor name seen
+// before is an error naming both files.
+Status Merge(TensorDirectory& whole, TensorDirectory part,
+             std::unordered_map<std::string, uint32_t>& owner) {
+  const auto base = static_cast<uint32_t>(whole.files.size());
+  for (FileEntry& f : part.files) whole.files.push_back(std::move(f));
+  for (TensorEntry& t : part.tensors) {
+    t.file += base;
+    auto [it, inserted] = owner.emplace(t.name, t.file);
+    if (!inserted) {
+      return Status::InvalidModel(whole.files[t.file].path, t.offset,
+                                  "tensor '" + t.name + "' is also in " +
+                                      whole.files[it->second].path);
+    }
+    whole.tensors.push_back(std::move(t));
+  }
+  for (std::string& w : part.warnings) whole.warnings.push_back(std::move(w));
+  return Status::Ok();
+}
+
+// Resolves a shard name from an index to a path inside dir, or explains why not.
+Result<std::string> ResolveShard(const fs::path& dir, const std::string& name,
+                                 const std::string& index_path, uint64_t at) {
+  const bool plain = !name.empty() && name != "." && name != ".." &&
+                     name.find('/') == std::string::npos &&
+                     name.find('\\') == std::string::npos && name.find(':') == std::string::npos &&
+                     name.find('\0') == std::string::npos;
+  if (!plain) {
+    return Status::InvalidModel(index_path, at,
+                                "shard name '" + name +
+                                    "' is not a plain file name inside the model's directory");
+  }
+  const fs::path candidate = dir / name;
+  std::error_code ec;
+  const fs::path real_dir = fs::canonical(dir, ec);
+  if (ec) return Status::IoError(dir.string() + ": cannot resolve: " + ec.message());
+  const fs::path real = fs::canonical(candidate, ec);
+  if (ec) return Status::NotFound(candidate.string() + ": shard named in " + index_path +
+                                  " cannot be opened: " + ec.message());
+  if (real.parent_path() != real_dir) {
+    return Status::InvalidModel(index_path, at,
+                                "shard '" + name + "' is a link that leads outside the model's "
+                                "directory (to " + real.string() + ")");
+  }
+  return candidate.string();
+}
+
+Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, OpenFile(index_path));
+  if (file->size() > kMaxIndexBytes) {
+    return Status::InvalidModel(index_path, 0,
+                                "index is " + std::to_string(file->size()) +
+                                    " bytes, more than the limit of " +
+                                    std::to_string(kMaxIndexBytes));
+  }
+  std::string text(file->size(), '\0');
+  HOIST_RETURN_IF_ERROR(file->ReadExact(0, text.data(), text.size()));
+  HOIST_ASSIGN_OR_RETURN(nlohmann::json root, ParseModelJson(text, index_path, 0));
+  auto position_of = [&](const std::string& s) -> uint64_t {
+    const size_t at = text.find("\"" + s + "\"");
+    return at == std::string::npos ? 0 : at;
+  };
+  if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object()) {
+    return Status::InvalidModel(index_path, 0, "index has no 'weight_map' object");
+  }
+  const fs::path dir = fs::path(index_path).parent_path().empty()
+                           ? fs::path(".")
+                           : fs::path(index_path).parent_path();
+  // Shards in order of first mention; tensor → shard name.
+  std::vector<std::string> shards;
+  std::map<std::string, std::string> expected;
+  for (const auto& [tensor, shard] : root["weight_map"].items()) {
+    if (!shard.is_string()) {
+      return Status::InvalidModel(index_path, position_of(tensor),
+                                  "weight_map entry for '" + tensor + "' is not a file name");
+    }
+    const std::string name = shard.get<std::string>();
+    if (std::find(shards.begin(), shards.end(), name) == shards.end()) shards.push_back(name);
+    expected[tensor] = name;
+  }
+  TensorDirectory whole;
+  whole.format = "safetensors";
+  std::unordered_map<std::string, uint32_t> owner;
+  for (const std::string& name : shards) {
+    HOIST_ASSIGN_OR_RETURN(std::string path, ResolveShard(dir, name, index_path, position_of(name)));
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(path));
+    if (part.format != "safetensors") {
+      return Status::InvalidModel(path, 0, "shard named in a safetensors index is not safetensors");
+    }
+    if (whole.files.empty()) whole.metadata = part.metadata;
+    for (const TensorEntry& t : part.tensors) {
+      auto it = expected.find(t.name);
+      if (it == expected.end()) {
+        whole.warnings.push_back(path + ": tensor '" + t.name + "' is not listed in " +
+                                 index_path + "; loaded anyway");
+      } else if (it->second != name) {
+        return Status::InvalidModel(path, t.offset,
+                                    "tensor '" + t.name + "' is listed in " + index_path +
+                                        " for shard '" + it->second + "', not this one");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
+  }
+  for (const auto& [tensor, shard] : expected) {
+    if (owner.find(tensor) == owner.end()) {
+      return Status::InvalidModel(index_path, position_of(tensor),
+                                  "tensor '" + tensor + "' is listed for shard '" + shard +
+                                      "', which does not hold it");
+    }
+  }
+  if (root.contains("metadata") && root["metadata"].is_object()) {
+    for (const auto& [k, v] : root["metadata"].items()) {
+      whole.metadata.push_back({k, v.is_string() ? "STRING" : "JSON", "", 1, v});
+    }
+  }
+  whole.IndexNames();
+  return whole;
+}
+
+// "NAME-00001-of-00003.gguf" → ("NAME", 1, 3).
+struct SplitName {
+  std::string prefix;
+  int number = 0;
+  int count = 0;
+};
+bool ParseSplitName(const std::string& path, SplitName* out) {
+  static const std::regex kPattern(R"(^(.*)-(\d{5})-of-(\d{5})\.gguf$)");
+  std::smatch m;
+  if (!std::regex_match(path, m, kPattern)) return false;
+  out->prefix = m[1];
+  out->number = std::stoi(m[2]);
+  out->count = std::stoi(m[3]);
+  return out->count >= 1 && out->number >= 1 && out->number <= out->count;
+}
+
+std::string SplitPath(const std::string& prefix, int number, int count) {
+  char suffix[32];
+  std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", number, count);
+  return prefix + suffix;
+}
+
+Result<uint64_t> SplitKey(const TensorDirectory& part, const char* key) {
+  const MetadataEntry* m = part.FindMetadata(key);
+  if (m == nullptr || !m->value.is_number_integer()) {
+    return Status::InvalidModel(part.files[0].path, 0,
+                                std::string("GGUF split file has no integer '") + key + "' key");
+  }
+  return m->value.get<uint64_t>();
+}
+
+Result<TensorDirectory> OpenGgufSplits(const std::string& first, const SplitName& split) {
+  TensorDirectory whole;
+  std::unordered_map<std::string, uint32_t> owner;
+  uint64_t declared_tensors = 0;
+  for (int i = 1; i <= split.count; ++i) {
+    const std::string path = SplitPath(split.prefix, i, split.count);
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(path));
+    if (part.format != "gguf") return Status::InvalidModel(path, 0, "split file is not GGUF");
+    HOIST_ASSIGN_OR_RETURN(uint64_t no, SplitKey(part, "split.no"));
+    HOIST_ASSIGN_OR_RETURN(uint64_t count, SplitKey(part, "split.count"));
+    if (no != static_cast<uint64_t>(i - 1) || count != static_cast<uint64_t>(split.count)) {
+      return Status::InvalidModel(path, 0,
+                                  "split.no " + std::to_string(no) + " / split.count " +
+                                      std::to_string(count) + " do not match the file name");
+    }
+    if (i == 1) {
+      HOIST_ASSIGN_OR_RETURN(declared_tensors, SplitKey(part, "split.tensors.count"));
+      whole.format = "gguf";
+      whole.version = part.version;
+      whole.metadata = part.metadata;
+    }
+    HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
+  }
+  if (whole.tensors.size() != declared_tensors) {
+    return Status::InvalidModel(first, 0,
+                                "split.tensors.count says " + std::to_string(declared_tensors) +
+                                    " tensors but the splits hold " +
+                                    std::to_string(whole.tensors.size()));
+  }
+  whole.IndexNames();
+  return whole;
+}
+
+Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) return OpenSafetensorsIndex(index.string());
+  std::vector<std::string> safetensors;
+  std::vector<std::string> gguf;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string p = entry.path().string();
+    if (EndsWith(p, ".safetensors")) safetensors.push_back(p);
+    if (EndsWith(p, ".gguf")) gguf.push_back(p);
+  }
+  if (ec) return Status::IoError(dir.string() + ": cannot list: " + ec.message());
+  std::sort(safetensors.begin(), safetensors.end());
+  std::sort(gguf.begin(), gguf.end());
+  if (!safetensors.empty()) {
+    TensorDirectory whole;
+    whole.format = "safetensors";
+    std::unordered_map<std::string, uint32_t> owner;
+    for (const std::string& p : safetensors) {
+      HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(p));
+      if (whole.files.empty()) whole.metadata = part.metadata;
+      HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
+    }
+    whole.IndexNames();
+    return whole;
+  }
+  if (gguf.size() == 1) return OpenModel(gguf[0]);
+  SplitName split;
+  if (!gguf.empty() && ParseSplitName(gguf[0], &split) && split.number == 1 &&
+      gguf.size() == static_cast<size_t>(split.count)) {
+    return OpenGgufSplits(gguf[0], split);
+  }
+  if (gguf.empty()) {
+    return Status::NotFound(dir.string() + ": no .safetensors or .gguf files in the directory");
+  }
+  return Status::InvalidArgument(dir.string() + ": holds " + std::to_string(gguf.size()) +
+                                 " GGUF files that are not one split set; name one");
+}
+
+}  // namespace
+
+Result<TensorDirectory> OpenModel(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return Status::NotFound(path + ": no such file or directory");
+  if (fs::is_directory(st)) return OpenDirectory(path);
+  if (EndsWith(path, ".json")) return OpenSafetensorsIndex(path);
+  SplitName split;
+  if (EndsWith(path, ".gguf") && ParseSplitName(path, &split)) {
+    if (split.number != 1) {
+      return Status::InvalidArgument(path + ": name the first split (" +
+                                     SplitPath(split.prefix, 1, split.count) + ")");
+    }
+    if (split.count > 1) return OpenGgufSplits(path, split);
+  }
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadOneFile(path));
+  return dir;
+}
+
+}  // namespace hoist

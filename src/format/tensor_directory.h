@@ -1,0 +1,57 @@
+// The one description of a model that every format reader produces: which tensors exist,
+// where their bytes lie in which file, and the model's metadata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hoist {
+
+struct FileEntry {
+  std::string path;
+  uint64_t size = 0;  // bytes
+};
+
+struct MetadataEntry {
+  std::string key;
+  // GGUF value type name: "UINT8" ... "FLOAT64", "BOOL", "STRING", "ARRAY"; "STRING" for
+  // safetensors' __metadata__ and index metadata.
+  std::string type;
+  std::string element_type;  // for "ARRAY": the elements' type name; else empty
+  uint64_t count = 1;        // 1, or the array's length
+  nlohmann::json value;      // numbers, strings, booleans, nested arrays
+};
+
+struct TensorEntry {
+  std::string name;
+  std::string dtype;            // "F32", "Q4_K", "F8_E4M3": the format's own spelling
+  std::vector<uint64_t> shape;  // outermost dimension first (numpy order)
+  uint32_t file = 0;            // index into TensorDirectory::files
+  uint64_t offset = 0;          // absolute byte offset in that file
+  uint64_t nbytes = 0;
+};
+
+struct TensorDirectory {
+  std::string format;    // "gguf" or "safetensors"
+  uint32_t version = 0;  // GGUF version; 0 for safetensors, which has none
+  std::vector<FileEntry> files;
+  std::vector<MetadataEntry> metadata;
+  std::vector<TensorEntry> tensors;
+  std::vector<std::string> warnings;  // rules bent but not broken (overlaps, stray tensors)
+
+  uint64_t total_bytes() const;
+  // Builds the name index; call after the tensor list is final.
+  void IndexNames();
+  // nullptr when absent. REQUIRES: IndexNames() was called after the last change to tensors.
+  const TensorEntry* Find(const std::string& name) const;
+  const MetadataEntry* FindMetadata(const std::string& key) const;
+
+ private:
+  std::unordered_map<std::string, size_t> by_name_;
+};
+
+}  // namespace hoist

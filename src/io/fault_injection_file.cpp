@@ -1,0 +1,28 @@
+#include "io/fault_injection_file.h"
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+namespace hoist {
+
+Result<RawRead> FaultInjectionFile::ReadSome(uint64_t offset, void* dst, size_t n) {
+  const uint64_t call = reads_.fetch_add(1) + 1;
+  if (plan_.delay_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(plan_.delay_us));
+  if (plan_.interrupt_every != 0 && call % plan_.interrupt_every == 0) return RawRead{0, true};
+  const uint64_t end = offset + n;
+  if (plan_.hang_at >= offset && plan_.hang_at < end) {
+    while (!released_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (plan_.eio_at >= offset && plan_.eio_at < end) {
+    return ErrnoStatus(EIO, "read failed", path(), plan_.eio_at);
+  }
+  if (offset >= plan_.truncate_at) return RawRead{0, false};
+  if (plan_.truncate_at < end) n = static_cast<size_t>(plan_.truncate_at - offset);
+  if (plan_.short_read_max != 0 && n > plan_.short_read_max) {
+    n = static_cast<size_t>(plan_.short_read_max);
+  }
+  return target_->ReadSome(offset, dst, n);
+}
+
+}  // namespace hoist

@@ -1,0 +1,80 @@
+// Positional, 64-bit-offset file access. One implementation file per platform
+// (file_posix.cpp, file_windows.cpp), chosen by CMake; the read loop that every platform
+// shares lives in file.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+
+namespace hoist {
+
+struct OpenOptions {
+  // Bypass the page cache (O_DIRECT, FILE_FLAG_NO_BUFFERING). Reads must then use offsets,
+  // lengths and buffer addresses that are multiples of File::direct_alignment().
+  bool direct = false;
+};
+
+enum class AccessHint : uint8_t {
+  kSequential,  // the range will be read front to back
+  kWillNeed,    // the range will be read soon
+  kDropCache,   // the range's cached pages are no longer needed
+};
+
+// One call's outcome of File::ReadSome.
+struct RawRead {
+  size_t bytes = 0;          // 0 with !interrupted means end of file
+  bool interrupted = false;  // EINTR or the platform's equivalent: nothing was read, try again
+};
+
+// A file opened for reading. Thread safety: every method may be called concurrently; reads
+// at different offsets do not interfere.
+class File {
+ public:
+  File() = default;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  virtual ~File() = default;
+
+  virtual const std::string& path() const = 0;
+  // Size in bytes when the file was opened.
+  virtual uint64_t size() const = 0;
+  virtual bool direct() const { return false; }
+  // Alignment that direct reads need, in bytes (1 when not direct).
+  virtual uint64_t direct_alignment() const { return 1; }
+
+  // One positional read of at most n bytes at offset; may return fewer bytes than asked.
+  virtual Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) = 0;
+  // A hint to the operating system; a platform without the hint returns OK and does nothing.
+  virtual Status Advise(AccessHint hint, uint64_t offset, uint64_t length) = 0;
+
+  // Reads exactly n bytes at offset, looping over short and interrupted reads. A read that
+  // returns 0 bytes before n are read is an error naming the file and the offset.
+  Status ReadExact(uint64_t offset, void* dst, size_t n);
+};
+
+// A file opened for writing (the format writers and tests use it). Not thread safe.
+class WritableFile {
+ public:
+  WritableFile() = default;
+  WritableFile(const WritableFile&) = delete;
+  WritableFile& operator=(const WritableFile&) = delete;
+  virtual ~WritableFile() = default;
+
+  virtual const std::string& path() const = 0;
+  // Writes all n bytes at offset, looping over short writes.
+  virtual Status WriteAt(uint64_t offset, const void* src, size_t n) = 0;
+  // Sets the file's size; growing it leaves a hole that reads as zeros (sparse where the
+  // file system allows).
+  virtual Status Truncate(uint64_t size) = 0;
+  virtual Status Close() = 0;
+};
+
+Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options = {});
+// Creates or truncates path.
+Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path);
+
+}  // namespace hoist

@@ -1,0 +1,35 @@
+// A File over bytes in memory: for fuzzers and tests that need no disk.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/file.h"
+
+namespace hoist {
+
+class MemoryFile final : public File {
+ public:
+  MemoryFile(std::string path, std::vector<unsigned char> bytes)
+      : path_(std::move(path)), bytes_(std::move(bytes)) {}
+
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return bytes_.size(); }
+  Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
+    if (offset >= bytes_.size()) return RawRead{0, false};
+    const size_t got = std::min<uint64_t>(n, bytes_.size() - offset);
+    std::memcpy(dst, bytes_.data() + offset, got);
+    return RawRead{got, false};
+  }
+  Status Advise(AccessHint /*hint*/, uint64_t /*offset*/, uint64_t /*length*/) override {
+    return Status::Ok();
+  }
+
+ private:
+  std::string path_;
+  std::vector<unsigned char> bytes_;
+};
+
+}  // namespace hoist
