@@ -11,5 +11,6 @@ namespace hoist::cli {
 using Runner = std::function<int()>;
 
 Runner RegisterInspect(CLI::App& app);
+Runner RegisterMakeSample(CLI::App& app);
 
 }  // namespace hoist::cli

@@ -38,9 +38,9 @@ struct GgufTensorSpec {
 
 // Writes a GGUF v3 file. metadata values use MetadataEntry's types; general.alignment is
 // honoured if present. fill(tensor, offset_in_tensor, out) supplies the tensor's bytes in
-// pieces; a null fill leaves the data as a hole (zeros, sparse where the file system allows).
-// Returns the directory of what was written.
-using TensorFill = std::function<void(size_t tensor, uint64_t offset, std::span<unsigned char>)>;
+// pieces and returns true, or returns false to leave that piece a hole (zeros, sparse where the
+// file system allows); a null fill leaves every tensor a hole. Returns the directory written.
+using TensorFill = std::function<bool(size_t tensor, uint64_t offset, std::span<unsigned char>)>;
 Result<TensorDirectory> WriteGguf(const std::string& path,
                                   const std::vector<MetadataEntry>& metadata,
                                   const std::vector<GgufTensorSpec>& tensors,

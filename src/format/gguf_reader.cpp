@@ -335,12 +335,14 @@ Result<uint64_t> GgmlTensorBytes(const std::string& dtype, const std::vector<uin
                                    std::to_string(type->block_size) + " of " + dtype);
   }
   uint64_t elements = 1;
-  uint64_t bytes = row / type->block_size * type->block_bytes;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (!CheckedMul(elements, shape[d], &elements) || elements > static_cast<uint64_t>(INT64_MAX)) {
+  for (uint64_t d : shape) {
+    if (!CheckedMul(elements, d, &elements) || elements > static_cast<uint64_t>(INT64_MAX)) {
       return Status::InvalidArgument("element count overflows 63 bits");
     }
-    if (d + 1 < shape.size() && !CheckedMul(bytes, shape[d], &bytes)) {
+  }
+  uint64_t bytes = row / type->block_size * type->block_bytes;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) {
+    if (!CheckedMul(bytes, shape[d], &bytes)) {
       return Status::InvalidArgument("byte size overflows 64 bits");
     }
   }

@@ -15,8 +15,9 @@ Status WriteTensorData(WritableFile& out, const TensorDirectory& dir, const Tens
     for (uint64_t done = 0; done < t.nbytes;) {
       const uint64_t n = std::min<uint64_t>(t.nbytes - done, 16 * kMiB);
       piece.resize(n);
-      fill(i, done, piece);
-      HOIST_RETURN_IF_ERROR(out.WriteAt(t.offset + done, piece.data(), n));
+      if (fill(i, done, piece)) {
+        HOIST_RETURN_IF_ERROR(out.WriteAt(t.offset + done, piece.data(), n));
+      }
       done += n;
     }
   }

@@ -1,0 +1,57 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "base/units.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "format/sample_model.h"
+
+namespace hoist::cli {
+
+Runner RegisterMakeSample(CLI::App& app) {
+  struct Options {
+    std::string path;
+    std::string size = "64MiB";
+    std::string dtypes;
+    SampleSpec spec;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-sample", "Write a sample model shaped like a transformer, with pseudo-random weights");
+  cmd->add_option("PATH", options->path,
+                  "the file to write (for --shards: the index or the first GGUF split)")
+      ->required();
+  cmd->add_option("--format", options->spec.format, "gguf or safetensors")
+      ->check(CLI::IsMember({"gguf", "safetensors"}));
+  cmd->add_option("--size", options->size, "approximate total tensor bytes (e.g. 64MiB, 20GiB)");
+  cmd->add_option("--dtypes", options->dtypes,
+                  "comma-separated dtypes for the weight matrices (F16,Q4_K,...)");
+  cmd->add_option("--shards", options->spec.shards, "number of files");
+  cmd->add_option("--seed", options->spec.seed, "seed of the pseudo-random weights");
+  return [options]() -> int {
+    auto size = ParseByteSize(options->size);
+    if (!size.ok()) {
+      std::fprintf(stderr, "hoist: %s\n", size.status().message().c_str());
+      return kExitFailure;
+    }
+    options->spec.target_bytes = size.value();
+    std::string list = options->dtypes;
+    for (size_t start = 0; !list.empty() && start <= list.size();) {
+      const size_t comma = list.find(',', start);
+      const size_t end = comma == std::string::npos ? list.size() : comma;
+      if (end > start) options->spec.dtypes.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+    auto dir = WriteSampleModel(options->path, options->spec);
+    if (!dir.ok()) {
+      std::fprintf(stderr, "hoist: %s\n", dir.status().message().c_str());
+      return ExitCodeFor(dir.status());
+    }
+    std::printf("wrote %s: %zu tensors, %s in %zu file(s)\n", options->path.c_str(),
+                dir->tensors.size(), FormatBytes(dir->total_bytes()).c_str(), dir->files.size());
+    return kExitOk;
+  };
+}
+
+}  // namespace hoist::cli

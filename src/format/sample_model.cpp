@@ -1,0 +1,175 @@
+#include "format/sample_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include "base/units.h"
+#include "format/dtypes.h"
+#include "format/gguf.h"
+#include "format/safetensors.h"
+
+namespace hoist {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+struct SampleTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<uint64_t> shape;
+};
+
+// A llama-like layout with hidden size h, feed-forward 4h, a small vocabulary and enough
+// layers to reach the target size.
+std::vector<SampleTensor> Layout(const SampleSpec& spec) {
+  std::vector<std::string> dtypes = spec.dtypes;
+  if (dtypes.empty()) {
+    dtypes = spec.format == "gguf" ? std::vector<std::string>{"F16", "Q8_0", "Q4_K"}
+                                   : std::vector<std::string>{"F16", "BF16"};
+  }
+  // Pick h (a multiple of 256 so every block size divides rows) so that one layer is about a
+  // sixteenth of the target, within 256 .. 8192.
+  const uint64_t target = std::max<uint64_t>(spec.target_bytes, 1 << 20);
+  uint64_t h = 256;
+  while (h < 8192 && 12 * (2 * h) * (2 * h) * 2 * 16 <= target) h *= 2;
+  const uint64_t ff = 4 * h;
+  const uint64_t vocab = 4 * h;
+  std::vector<SampleTensor> out;
+  size_t next_dtype = 0;
+  auto weight = [&](std::string name, std::vector<uint64_t> shape) {
+    out.push_back({std::move(name), dtypes[next_dtype++ % dtypes.size()], std::move(shape)});
+  };
+  auto bytes_of = [&](const SampleTensor& t) -> uint64_t {
+    auto b = spec.format == "gguf" ? GgmlTensorBytes(t.dtype, t.shape)
+                                   : SafetensorsTensorBytes(t.dtype, t.shape);
+    return b.ok() ? b.value() : 0;
+  };
+  weight("token_embd.weight", {vocab, h});
+  uint64_t total = bytes_of(out.back());
+  for (int layer = 0; total < target || layer < 1; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    const size_t first = out.size();
+    out.push_back({p + "attn_norm.weight", "F32", {h}});
+    weight(p + "attn_q.weight", {h, h});
+    weight(p + "attn_k.weight", {h, h});
+    weight(p + "attn_v.weight", {h, h});
+    weight(p + "attn_output.weight", {h, h});
+    out.push_back({p + "ffn_norm.weight", "F32", {h}});
+    weight(p + "ffn_gate.weight", {ff, h});
+    weight(p + "ffn_up.weight", {ff, h});
+    weight(p + "ffn_down.weight", {h, ff});
+    for (size_t i = first; i < out.size(); ++i) total += bytes_of(out[i]);
+  }
+  out.push_back({"output_norm.weight", "F32", {h}});
+  weight("output.weight", {vocab, h});
+  return out;
+}
+
+// GGUF shards are NAME-0000i-of-0000N.gguf beside path; safetensors shards are
+// model-0000i-of-0000N.safetensors beside the index at path.
+std::string ShardPath(const std::string& path, const SampleSpec& spec, int index) {
+  char suffix[48];
+  if (spec.format == "gguf") {
+    static const std::regex kSplitOrExtension(R"((-\d{5}-of-\d{5})?\.gguf$)");
+    std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", index + 1, spec.shards);
+    return std::regex_replace(path, kSplitOrExtension, "") + suffix;
+  }
+  std::snprintf(suffix, sizeof suffix, "model-%05d-of-%05d.safetensors", index + 1, spec.shards);
+  return (std::filesystem::path(path).parent_path() / suffix).string();
+}
+
+}  // namespace
+
+void FillSampleBytes(uint64_t seed, size_t tensor, uint64_t offset, std::span<unsigned char> out) {
+  const uint64_t key = SplitMix64(seed * 0x100000001B3ull + tensor);
+  size_t i = 0;
+  while (i < out.size()) {
+    const uint64_t pos = offset + i;
+    const uint64_t word = SplitMix64(key ^ (pos >> 3));
+    const size_t lane = pos & 7;
+    const size_t n = std::min<size_t>(8 - lane, out.size() - i);
+    std::memcpy(out.data() + i, reinterpret_cast<const unsigned char*>(&word) + lane, n);
+    i += n;
+  }
+}
+
+Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSpec& spec) {
+  if (spec.format != "gguf" && spec.format != "safetensors") {
+    return Status::InvalidArgument("unknown sample format '" + spec.format + "'");
+  }
+  if (spec.shards < 1 || spec.shards > 999) {
+    return Status::InvalidArgument("shards must be between 1 and 999");
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) return Status::IoError(parent.string() + ": cannot create directory: " + ec.message());
+  const std::vector<SampleTensor> layout = Layout(spec);
+  const int shards = std::min<int>(spec.shards, static_cast<int>(layout.size()));
+  TensorDirectory whole;
+  whole.format = spec.format;
+  nlohmann::json weight_map = nlohmann::json::object();
+  size_t next = 0;
+  for (int s = 0; s < shards; ++s) {
+    const size_t end = layout.size() * (s + 1) / shards;
+    const size_t first = next;
+    const std::string file = shards == 1 ? path : ShardPath(path, spec, s);
+    auto fill = [&](size_t tensor, uint64_t offset, std::span<unsigned char> out) {
+      FillSampleBytes(spec.seed, first + tensor, offset, out);
+      return true;
+    };
+    Result<TensorDirectory> part = Status::Internal("unset");
+    if (spec.format == "gguf") {
+      std::vector<MetadataEntry> meta = {
+          {"general.architecture", "STRING", "", 1, "llama"},
+          {"general.name", "STRING", "", 1, "hoist sample"},
+      };
+      if (shards > 1) {
+        meta.push_back({"split.no", "UINT16", "", 1, s});
+        meta.push_back({"split.count", "UINT16", "", 1, shards});
+        meta.push_back({"split.tensors.count", "INT32", "", 1, layout.size()});
+      }
+      std::vector<GgufTensorSpec> specs;
+      for (size_t i = first; i < end; ++i) specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape, 0});
+      part = WriteGguf(file, meta, specs, fill);
+    } else {
+      std::vector<SafetensorsTensorSpec> specs;
+      for (size_t i = first; i < end; ++i) specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape});
+      part = WriteSafetensors(file, {{"format", "pt"}}, specs, fill);
+      for (size_t i = first; i < end; ++i) {
+        weight_map[layout[i].name] = std::filesystem::path(file).filename().string();
+      }
+    }
+    if (!part.ok()) return part.status();
+    const auto base = static_cast<uint32_t>(whole.files.size());
+    whole.files.push_back(part->files[0]);
+    if (s == 0) {
+      whole.metadata = part->metadata;
+      whole.version = part->version;
+    }
+    for (TensorEntry& t : part->tensors) {
+      t.file += base;
+      whole.tensors.push_back(std::move(t));
+    }
+    next = end;
+  }
+  if (spec.format == "safetensors" && shards > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", whole.total_bytes()}}},
+                            {"weight_map", weight_map}};
+    const std::string text = index.dump(2);
+    HOIST_ASSIGN_OR_RETURN(auto out, CreateWritableFile(path));
+    HOIST_RETURN_IF_ERROR(out->WriteAt(0, text.data(), text.size()));
+    HOIST_RETURN_IF_ERROR(out->Close());
+  }
+  whole.IndexNames();
+  return whole;
+}
+
+}  // namespace hoist

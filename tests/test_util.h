@@ -1,0 +1,67 @@
+// Helpers shared by the tests: temporary directories, raw file bytes, running the CLI.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hoist::testing {
+
+// The corpus of real files beside the repository (../shared/corpus).
+std::string CorpusDir();
+
+// A fresh directory removed with everything in it when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<unsigned char> ReadBytes(const std::string& path);
+void WriteBytes(const std::string& path, const std::vector<unsigned char>& bytes);
+
+// Little-endian byte builder for crafting files by hand.
+class Bytes {
+ public:
+  template <typename T>
+  Bytes& Put(T v) {
+    const size_t at = data.size();
+    data.resize(at + sizeof(T));
+    std::memcpy(data.data() + at, &v, sizeof(T));
+    return *this;
+  }
+  Bytes& Str(const std::string& s) {
+    Put<uint64_t>(s.size());
+    data.insert(data.end(), s.begin(), s.end());
+    return *this;
+  }
+  Bytes& Raw(const std::string& s) {
+    data.insert(data.end(), s.begin(), s.end());
+    return *this;
+  }
+  Bytes& Zeros(size_t n) {
+    data.resize(data.size() + n, 0);
+    return *this;
+  }
+  Bytes& AlignTo(size_t a) { return Zeros((a - data.size() % a) % a); }
+  size_t size() const { return data.size(); }
+  std::vector<unsigned char> data;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+// Runs the hoist executable with args (each one shell-quoted) and captures its output.
+CommandResult RunHoist(const std::vector<std::string>& args);
+
+}  // namespace hoist::testing
