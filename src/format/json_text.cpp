@@ -1,5 +1,6 @@
 #include "format/json_text.h"
 
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -66,6 +67,39 @@ size_t FindExcessNesting(const std::string& s, int max_depth) {
   return std::string::npos;
 }
 
+// A SAX pass that remembers the first key seen twice in one object, and where. Linear in the
+// text (nlohmann's DOM callback parser rescans objects and is quadratic).
+struct DuplicateKeyFinder : nlohmann::json_sax<nlohmann::json> {
+  std::vector<std::unordered_set<std::string>> open_objects;
+  std::optional<std::string> duplicate;
+
+  bool null() override { return true; }
+  bool boolean(bool /*val*/) override { return true; }
+  bool number_integer(number_integer_t /*val*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
+  bool number_float(number_float_t /*val*/, const string_t& /*s*/) override { return true; }
+  bool string(string_t& /*val*/) override { return true; }
+  bool binary(binary_t& /*val*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    open_objects.emplace_back();
+    return true;
+  }
+  bool key(string_t& val) override {
+    if (!duplicate && !open_objects.back().insert(val).second) duplicate = val;
+    return true;
+  }
+  bool end_object() override {
+    open_objects.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) override {
+    return false;  // the DOM parse that follows reports it
+  }
+};
+
 std::string ShortJsonError(const std::string& what) {
   // nlohmann's messages start with "[json.exception.parse_error.101] parse error at ...".
   const size_t bracket = what.find("] ");
@@ -84,34 +118,22 @@ Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string
                                 "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                                     " levels");
   }
-  std::vector<std::unordered_set<std::string>> open_objects;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      if (!open_objects.empty()) open_objects.pop_back();
-    } else if (event == E::key && !open_objects.empty() && duplicate.empty()) {
-      if (!open_objects.back().insert(parsed.get<std::string>()).second) {
-        duplicate = parsed.get<std::string>();
-      }
-    }
-    return true;
-  };
+  DuplicateKeyFinder finder;
   nlohmann::json root;
   try {
-    root = nlohmann::json::parse(text, callback);
+    nlohmann::json::sax_parse(text, &finder);
+    root = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     return Status::InvalidModel(path, base_offset + (e.byte > 0 ? e.byte - 1 : 0),
                                 "JSON is malformed: " + ShortJsonError(e.what()));
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidModel(path, base_offset, "JSON is malformed: " + ShortJsonError(e.what()));
   }
-  if (!duplicate.empty()) {
-    const size_t at = text.find("\"" + duplicate + "\"", text.find("\"" + duplicate + "\"") + 1);
-    return Status::InvalidModel(path, base_offset + (at == std::string::npos ? 0 : at),
-                                "JSON object has the key '" + duplicate + "' twice");
+  if (finder.duplicate) {
+    const std::string quoted = "\"" + *finder.duplicate + "\"";
+    const size_t second = text.find(quoted, text.find(quoted) + 1);
+    return Status::InvalidModel(path, base_offset + (second == std::string::npos ? 0 : second),
+                                "JSON object has the key '" + *finder.duplicate + "' twice");
   }
   return root;
 }
