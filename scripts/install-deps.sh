@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what hoist's build and tests need on Debian 12 (run as root, or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+packages=(
+  cmake g++ clang libclang-rt-14-dev make
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libxxhash-dev liburing-dev
+  nodejs npm
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# The reference GGUF reader for the differential test (test-only, pinned).
+if [ ! -d tests/differential/node_modules/@huggingface/gguf ]; then
+  npm ci --prefix tests/differential --no-audit --no-fund --loglevel=error
+fi
+echo "hoist: build dependencies are installed"
