@@ -12,5 +12,7 @@ using Runner = std::function<int()>;
 
 Runner RegisterInspect(CLI::App& app);
 Runner RegisterMakeSample(CLI::App& app);
+Runner RegisterLoad(CLI::App& app);
+Runner RegisterVerify(CLI::App& app);
 
 }  // namespace hoist::cli

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/render.h"
+#include "format/directory_json.h"
 #include "format/model.h"
 
 namespace hoist::cli {

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hoist 0.1.0");
   std::map<std::string, hoist::cli::Runner> runners;
   runners["inspect"] = hoist::cli::RegisterInspect(app);
+  runners["load"] = hoist::cli::RegisterLoad(app);
+  runners["verify"] = hoist::cli::RegisterVerify(app);
   runners["make-sample"] = hoist::cli::RegisterMakeSample(app);
   try {
     app.parse(argc, argv);

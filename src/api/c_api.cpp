@@ -1,0 +1,213 @@
+// The C API (include/hoist/hoist.h) over the core. Statuses become codes here and messages go
+// to a thread-local slot; nothing throws across this boundary.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "base/platform.h"
+#include "format/directory_json.h"
+#include "device/checked_device.h"
+#include "format/model.h"
+#include "hoist/hoist.h"
+#include "pipeline/loader.h"
+#include "pipeline/report_json.h"
+
+struct hoist_model {
+  hoist::TensorDirectory dir;
+  std::string metadata_json;
+};
+
+struct hoist_loaded {
+  hoist_model* model = nullptr;
+  std::unique_ptr<hoist::LoadedModel> loaded;
+  std::string report_json;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+hoist_status Fail(const hoist::Status& status) {
+  g_last_error = status.message();
+  switch (status.code()) {
+    case hoist::Code::kOk: return HOIST_OK;
+    case hoist::Code::kInvalidModel: return HOIST_INVALID_MODEL;
+    case hoist::Code::kIoError: return HOIST_IO_ERROR;
+    case hoist::Code::kNotFound: return HOIST_NOT_FOUND;
+    case hoist::Code::kInvalidArgument: return HOIST_INVALID_ARGUMENT;
+    case hoist::Code::kStalled: return HOIST_STALLED;
+    case hoist::Code::kDeviceError: return HOIST_DEVICE_ERROR;
+    case hoist::Code::kVerifyMismatch: return HOIST_VERIFY_MISMATCH;
+    case hoist::Code::kCancelled: return HOIST_CANCELLED;
+    case hoist::Code::kUnavailable: return HOIST_UNAVAILABLE;
+    case hoist::Code::kInternal: return HOIST_ERROR;
+  }
+  return HOIST_ERROR;
+}
+
+hoist_status Invalid(const char* what) {
+  return Fail(hoist::Status::InvalidArgument(what));
+}
+
+hoist_tensor_info Info(const hoist::TensorEntry& t) {
+  return {t.name.c_str(), t.dtype.c_str(), t.shape.data(), static_cast<uint32_t>(t.shape.size()),
+          t.file, t.offset, t.nbytes};
+}
+
+hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
+                      hoist_destination_fn destination, void* user, hoist_loaded** out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  hoist_load_options defaults;
+  hoist_load_options_init(&defaults);
+  const hoist_load_options& o = options != nullptr ? *options : defaults;
+  if (o.struct_size < sizeof(hoist_load_options)) {
+    return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
+  }
+  auto device = hoist::OpenDevice(o.device != nullptr ? o.device : "auto");
+  if (!device.ok()) return Fail(device.status());
+  hoist::LoadOptions lo;
+  lo.threads = o.threads;
+  lo.chunk_bytes = o.chunk_bytes;
+  if (o.staging_bytes != 0) lo.staging_bytes = o.staging_bytes;
+  if (o.stall_timeout_s > 0) lo.stall_timeout_s = o.stall_timeout_s;
+  lo.checksum = o.checksum != 0;
+  lo.io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
+  for (size_t i = 0; o.names != nullptr && i < o.name_count; ++i) lo.names.emplace_back(o.names[i]);
+  if (o.progress != nullptr) {
+    lo.progress = [&o](const hoist::LoadProgress& p) {
+      return o.progress(o.progress_user, p.copied_bytes, p.total_bytes) == 0;
+    };
+  }
+  if (destination != nullptr) {
+    lo.destination = [&](size_t index, const hoist::TensorEntry& t) -> hoist::Result<void*> {
+      const hoist_tensor_info info = Info(t);
+      void* p = destination(user, index, &info);
+      if (p == nullptr && t.nbytes > 0) {
+        return hoist::Status::InvalidArgument("the destination callback gave no pointer for tensor '" +
+                                              t.name + "'");
+      }
+      return p;
+    };
+  }
+  auto loaded = hoist::Load(model->dir, std::move(device).value(), lo);
+  if (!loaded.ok()) return Fail(loaded.status());
+  auto result = std::make_unique<hoist_loaded>();
+  result->model = model;
+  result->loaded = std::move(loaded).value();
+  result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
+  *out = result.release();
+  return HOIST_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+void hoist_load_options_init(hoist_load_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->device = "auto";
+}
+
+hoist_status hoist_model_open(const char* path, hoist_model** out) {
+  if (path == nullptr || out == nullptr) return Invalid("path and out must not be NULL");
+  auto dir = hoist::OpenModel(path);
+  if (!dir.ok()) return Fail(dir.status());
+  auto model = std::make_unique<hoist_model>();
+  model->dir = std::move(dir).value();
+  model->dir.IndexNames();
+  model->metadata_json = hoist::DumpJson(hoist::DirectoryToJson(model->dir)["metadata"]);
+  *out = model.release();
+  return HOIST_OK;
+}
+
+void hoist_model_close(hoist_model* model) { delete model; }
+
+const char* hoist_model_format(const hoist_model* model) {
+  return model != nullptr ? model->dir.format.c_str() : "";
+}
+
+const char* hoist_model_metadata_json(const hoist_model* model) {
+  return model != nullptr ? model->metadata_json.c_str() : "{}";
+}
+
+size_t hoist_model_tensor_count(const hoist_model* model) {
+  return model != nullptr ? model->dir.tensors.size() : 0;
+}
+
+hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_tensor_info* out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  if (index >= model->dir.tensors.size()) return Invalid("tensor index out of range");
+  *out = Info(model->dir.tensors[index]);
+  return HOIST_OK;
+}
+
+hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index) {
+  if (model == nullptr || name == nullptr || index == nullptr) return Invalid("NULL argument");
+  const hoist::TensorEntry* t = model->dir.Find(name);
+  if (t == nullptr) return Fail(hoist::Status::NotFound(std::string("no tensor named '") + name + "'"));
+  *index = static_cast<size_t>(t - model->dir.tensors.data());
+  return HOIST_OK;
+}
+
+hoist_status hoist_load(hoist_model* model, const hoist_load_options* options, hoist_loaded** out) {
+  return LoadImpl(model, options, nullptr, nullptr, out);
+}
+
+hoist_status hoist_load_into(hoist_model* model, const hoist_load_options* options,
+                             hoist_destination_fn destination, void* user, hoist_loaded** out) {
+  if (destination == nullptr) return Invalid("destination must not be NULL");
+  return LoadImpl(model, options, destination, user, out);
+}
+
+void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
+  if (loaded == nullptr || index >= loaded->loaded->pointers.size()) return nullptr;
+  return loaded->loaded->data(index);
+}
+
+hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uint64_t* xxh3) {
+  if (loaded == nullptr || xxh3 == nullptr) return Invalid("NULL argument");
+  if (loaded->loaded->checksums.empty()) return Invalid("the load was made without checksum");
+  if (index >= loaded->loaded->checksums.size()) return Invalid("tensor index out of range");
+  *xxh3 = loaded->loaded->checksums[index];
+  return HOIST_OK;
+}
+
+hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
+  if (loaded == nullptr) return Invalid("loaded must not be NULL");
+  auto found = hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
+  if (!found.ok()) return Fail(found.status());
+  if (mismatches != nullptr) *mismatches = found->size();
+  if (found->empty()) return HOIST_OK;
+  return Fail(hoist::Status::VerifyMismatch("tensor '" + found->front().tensor +
+                                            "' differs from the file at byte " +
+                                            std::to_string(found->front().file_offset)));
+}
+
+const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
+  return loaded != nullptr ? loaded->report_json.c_str() : "{}";
+}
+
+void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
+
+const char* hoist_last_error(void) { return g_last_error.c_str(); }
+
+const char* hoist_status_name(hoist_status status) {
+  switch (status) {
+    case HOIST_OK: return "ok";
+    case HOIST_ERROR: return "error";
+    case HOIST_INVALID_MODEL: return "invalid model";
+    case HOIST_STALLED: return "stalled";
+    case HOIST_DEVICE_ERROR: return "device error";
+    case HOIST_VERIFY_MISMATCH: return "verify mismatch";
+    case HOIST_CANCELLED: return "cancelled";
+    case HOIST_IO_ERROR: return "I/O error";
+    case HOIST_NOT_FOUND: return "not found";
+    case HOIST_INVALID_ARGUMENT: return "invalid argument";
+    case HOIST_UNAVAILABLE: return "unavailable";
+  }
+  return "unknown";
+}
+
+}  // extern "C"

@@ -1,0 +1,205 @@
+// `hoist load` and `hoist verify`: the same load, then (verify) every tensor read back.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "base/checksum.h"
+#include "base/platform.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/progress_meter.h"
+#include "device/checked_device.h"
+#include "format/directory_json.h"
+#include "format/model.h"
+#include "pipeline/loader.h"
+#include "pipeline/report_json.h"
+
+namespace hoist::cli {
+namespace {
+
+struct LoadFlags {
+  std::string path;
+  std::string device = "auto";
+  bool checksum = false;
+  bool json = false;
+  bool quiet = false;
+  int threads = 0;
+  double chunk_mib = 0;
+  double staging_mib = 256;
+  double stall_timeout = 60;
+  std::string io = "buffered";
+};
+
+void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
+  cmd->add_option("PATH", f.path, "a model file, index, directory or first GGUF split")->required();
+  cmd->add_option("--device", f.device, "auto, host, sim[:key=value,...] or cuda:N")
+      ->default_str("auto");
+  cmd->add_flag("--checksum", f.checksum, "XXH3-64 of every tensor over its staged bytes");
+  cmd->add_flag("--json", f.json, "print the summary as one JSON object on stdout");
+  cmd->add_flag("--quiet", f.quiet, "no progress display");
+  cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 8)")->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default 256)")
+      ->check(CLI::Range(0.01, 1048576.0));
+  cmd->add_option("--stall-timeout", f.stall_timeout,
+                  "seconds without progress before the load fails with exit 3 (default 60)")
+      ->check(CLI::Range(0.05, 1e7));
+  cmd->add_option("--io", f.io, "buffered (page cache) or direct (O_DIRECT)")
+      ->check(CLI::IsMember({"buffered", "direct"}));
+}
+
+int Report(const Status& status) {
+  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
+  if (status.code() == Code::kCancelled && StopSignalReceived() != 0) {
+    return kExitSignalBase + StopSignalReceived();
+  }
+  return ExitCodeFor(status);
+}
+
+void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
+  const LoadReport& r = model.report;
+  const double wall = r.wall_s + r.phases.open_parse;
+  std::printf("loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
+              FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
+              FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),
+              FormatRate(r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream : 0).c_str());
+  std::printf("  phases: open+parse %.1f ms, plan %.1f ms, allocate %.1f ms, stream %.1f ms, teardown %.1f ms\n",
+              r.phases.open_parse * 1e3, r.phases.plan * 1e3, r.phases.allocate * 1e3,
+              r.phases.stream * 1e3, r.phases.teardown * 1e3);
+  std::printf("  staging: %zu x %s %s (%s), %d reader threads, %s chunks, %s I/O\n", r.staging_buffers,
+              FormatBytes(r.staging_buffer_bytes).c_str(), r.pinned_staging ? "pinned" : "pageable",
+              FormatBytes(r.staging_buffer_bytes * r.staging_buffers).c_str(), r.threads,
+              FormatBytes(r.chunk_bytes).c_str(), IoModeName(r.io));
+  std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
+  std::printf("  fallbacks: %s\n", r.fallbacks.empty() ? "none" : "");
+  for (const std::string& f : r.fallbacks) std::printf("    %s\n", f.c_str());
+  for (const std::string& w : r.warnings) std::printf("  warning: %s\n", w.c_str());
+  if (!model.checksums.empty()) {
+    for (size_t i = 0; i < dir.tensors.size(); ++i) {
+      if (!model.loaded(i)) continue;
+      std::printf("  %s  %s\n", HexDigest(model.checksums[i]).c_str(), dir.tensors[i].name.c_str());
+    }
+  }
+}
+
+nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
+  nlohmann::ordered_json j = {{"path", path}};
+  j.update(ReportToJson(model.report));
+  if (!model.checksums.empty()) {
+    j["tensors"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < dir.tensors.size(); ++i) {
+      if (!model.loaded(i)) continue;
+      j["tensors"].push_back({{"name", dir.tensors[i].name},
+                              {"device", model.report.device},
+                              {"nbytes", dir.tensors[i].nbytes},
+                              {"xxh3", HexDigest(model.checksums[i])}});
+    }
+  }
+  return j;
+}
+
+// Opens, loads; returns the exit code, or -1 with the model loaded.
+int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<LoadedModel>* out) {
+  InstallStopSignalHandlers();
+  const auto start = std::chrono::steady_clock::now();
+  auto opened = OpenModel(f.path);
+  if (!opened.ok()) return Report(opened.status());
+  *dir = std::move(opened).value();
+  const double open_parse = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
+  auto device = OpenDevice(f.device);
+  if (!device.ok()) return Report(device.status());
+  LoadOptions options;
+  options.threads = f.threads;
+  options.chunk_bytes = static_cast<uint64_t>(f.chunk_mib * static_cast<double>(kMiB));
+  options.staging_bytes = static_cast<uint64_t>(f.staging_mib * static_cast<double>(kMiB));
+  options.stall_timeout_s = f.stall_timeout;
+  options.checksum = f.checksum;
+  options.io = f.io == "direct" ? IoMode::kDirect : IoMode::kBuffered;
+  ProgressMeter meter(!f.quiet);
+  options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
+  auto loaded = Load(*dir, std::move(device).value(), options);
+  meter.Finish();
+  if (!loaded.ok()) {
+    const int code = Report(loaded.status());
+    if (loaded.status().code() == Code::kStalled) {
+      // A stalled device may never let its memory go: leave now rather than wait on it.
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }
+    return code;
+  }
+  (*loaded)->report.phases.open_parse = open_parse;
+  for (const std::string& fb : (*loaded)->report.fallbacks) std::fprintf(stderr, "hoist: warning: %s\n", fb.c_str());
+  *out = std::move(loaded).value();
+  return -1;
+}
+
+}  // namespace
+
+Runner RegisterLoad(CLI::App& app) {
+  auto flags = std::make_shared<LoadFlags>();
+  CLI::App* cmd = app.add_subcommand("load", "Load every tensor of a model onto a device and report how it went");
+  AddLoadFlags(cmd, *flags);
+  return [flags]() -> int {
+    TensorDirectory dir;
+    std::unique_ptr<LoadedModel> model;
+    if (int code = OpenAndLoad(*flags, &dir, &model); code >= 0) return code;
+    if (flags->json) {
+      std::cout << DumpJson(SummaryJson(dir, *model, flags->path)) << "\n";
+    } else {
+      PrintSummary(dir, *model, flags->path);
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterVerify(CLI::App& app) {
+  auto flags = std::make_shared<LoadFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "Load a model, read every tensor back from the device and compare it with the file");
+  AddLoadFlags(cmd, *flags);
+  return [flags]() -> int {
+    TensorDirectory dir;
+    std::unique_ptr<LoadedModel> model;
+    if (int code = OpenAndLoad(*flags, &dir, &model); code >= 0) return code;
+    const auto start = std::chrono::steady_clock::now();
+    constexpr size_t kListed = 10;
+    auto mismatches = Verify(dir, *model, model->report.threads, kListed);
+    if (!mismatches.ok()) return Report(mismatches.status());
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const LoadReport& r = model->report;
+    if (flags->json) {
+      nlohmann::ordered_json j = SummaryJson(dir, *model, flags->path);
+      j["verified"] = mismatches->empty();
+      j["verify_s"] = seconds;
+      j["mismatches"] = nlohmann::ordered_json::array();
+      for (const Mismatch& m : *mismatches) {
+        j["mismatches"].push_back({{"tensor", m.tensor}, {"tensor_offset", m.tensor_offset}, {"file_offset", m.file_offset}});
+      }
+      std::cout << DumpJson(j) << "\n";
+    }
+    if (!mismatches->empty()) {
+      std::fprintf(stderr, "hoist: verify failed: %zu or more tensors on %s differ from %s:\n",
+                   mismatches->size(), r.device.c_str(), flags->path.c_str());
+      for (const Mismatch& m : *mismatches) {
+        std::fprintf(stderr, "  %s: first difference at byte %llu of the tensor (file byte %llu)\n",
+                     m.tensor.c_str(), static_cast<unsigned long long>(m.tensor_offset),
+                     static_cast<unsigned long long>(m.file_offset));
+      }
+      return kExitVerifyMismatch;
+    }
+    if (!flags->json) {
+      PrintSummary(dir, *model, flags->path);
+      std::printf("verified %zu tensors (%s) on %s byte for byte against the file in %.3f s: all match\n",
+                  r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(), seconds);
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace hoist::cli

@@ -1,0 +1,98 @@
+#include "device/checked_device.h"
+
+namespace hoist {
+
+CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend)
+    : backend_(std::move(backend)), name_(backend_->Info().name) {}
+
+CheckedDevice::~CheckedDevice() {
+  if (!free_on_destroy_) return;
+  for (const auto& [ptr, bytes] : device_) (void)backend_->FreeDevice(reinterpret_cast<void*>(ptr));
+  for (const auto& [ptr, bytes] : pinned_) (void)backend_->FreePinned(reinterpret_cast<void*>(ptr));
+}
+
+Result<void*> CheckedDevice::AllocateDevice(uint64_t bytes) {
+  if (bytes == 0) bytes = 1;
+  HOIST_ASSIGN_OR_RETURN(void* ptr, backend_->AllocateDevice(bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+  return ptr;
+}
+
+Status CheckedDevice::FreeDevice(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device_.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+      return Status::Internal(name_ + ": free of device memory that was not allocated here");
+    }
+  }
+  return backend_->FreeDevice(ptr);
+}
+
+Result<void*> CheckedDevice::AllocatePinned(uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("pinned allocation of 0 bytes");
+  HOIST_ASSIGN_OR_RETURN(void* ptr, backend_->AllocatePinned(bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  pinned_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+  pinned_bytes_ += bytes;
+  return ptr;
+}
+
+Status CheckedDevice::FreePinned(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == pinned_.end()) {
+      return Status::Internal(name_ + ": free of pinned memory that was not allocated here");
+    }
+    pinned_bytes_ -= it->second;
+    pinned_.erase(it);
+  }
+  return backend_->FreePinned(ptr);
+}
+
+Status CheckedDevice::CheckRange(const void* ptr, uint64_t n, const char* what) const {
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = device_.upper_bound(p);
+  if (it != device_.begin()) {
+    --it;
+    if (p >= it->first && n <= it->second && p - it->first <= it->second - n) return Status::Ok();
+  }
+  return Status::Internal(name_ + ": " + what + " of " + std::to_string(n) +
+                          " bytes falls outside every device allocation");
+}
+
+Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyToDeviceAsync(void* dst, const void* src,
+                                                                     uint64_t n, int queue,
+                                                                     bool external) {
+  if (queue < 0 || queue >= backend_->queues()) {
+    return Status::Internal(name_ + ": copy queue " + std::to_string(queue) + " out of range");
+  }
+  if (!external) HOIST_RETURN_IF_ERROR(CheckRange(dst, n, "copy to device"));
+  return backend_->CopyToDeviceAsync(dst, src, n, queue);
+}
+
+Status CheckedDevice::CopyToHost(void* dst, const void* src, uint64_t n, bool external) {
+  if (!external) HOIST_RETURN_IF_ERROR(CheckRange(src, n, "copy from device"));
+  return backend_->CopyToHost(dst, src, n);
+}
+
+bool CheckedDevice::Abandon() { return backend_->Abandon(); }
+
+size_t CheckedDevice::live_device_allocations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_.size();
+}
+
+size_t CheckedDevice::live_pinned_allocations() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pinned_.size();
+}
+
+uint64_t CheckedDevice::live_pinned_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pinned_bytes_;
+}
+
+}  // namespace hoist

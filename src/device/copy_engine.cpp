@@ -1,0 +1,100 @@
+#include "device/copy_engine.h"
+
+namespace hoist {
+
+struct CopyEngine::Pending {
+  Job job;
+  std::atomic<int> state{0};  // 0 pending, 1 done, 2 failed, 3 abandoned
+  Status error;               // written before state becomes 2
+};
+
+namespace {
+
+class EngineHandle final : public CopyHandle {
+ public:
+  explicit EngineHandle(std::shared_ptr<void> keep, std::atomic<int>* state, Status* error)
+      : keep_(std::move(keep)), state_(state), error_(error) {}
+  Result<bool> Poll() override {
+    switch (state_->load(std::memory_order_acquire)) {
+      case 0: return false;
+      case 1: return true;
+      case 2: return *error_;
+      default: return Status::DeviceError("copy abandoned after the device stalled");
+    }
+  }
+
+ private:
+  std::shared_ptr<void> keep_;
+  std::atomic<int>* state_;
+  Status* error_;
+};
+
+}  // namespace
+
+CopyEngine::CopyEngine(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+}
+
+CopyEngine::~CopyEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  for (auto& p : queue_) p->state.store(3, std::memory_order_release);
+}
+
+std::unique_ptr<CopyHandle> CopyEngine::Submit(Job job) {
+  auto pending = std::make_shared<Pending>();
+  pending->job = std::move(job);
+  auto handle = std::make_unique<EngineHandle>(pending, &pending->state, &pending->error);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) {
+      pending->state.store(3);
+    } else {
+      queue_.push_back(pending);
+    }
+  }
+  wake_.notify_one();
+  return handle;
+}
+
+void CopyEngine::Abandon() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  for (auto& p : queue_) p->state.store(3, std::memory_order_release);
+  queue_.clear();
+  wake_.notify_all();
+  idle_.wait(lock, [this] { return running_ == 0; });
+}
+
+void CopyEngine::Run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || (!hung_ && !queue_.empty()); });
+    if (stopping_) return;
+    std::shared_ptr<Pending> p = std::move(queue_.front());
+    queue_.pop_front();
+    ++running_;
+    lock.unlock();
+    JobResult result = p->job();
+    lock.lock();
+    --running_;
+    switch (result.outcome) {
+      case JobOutcome::kDone: p->state.store(1, std::memory_order_release); break;
+      case JobOutcome::kFailed:
+        p->error = std::move(result.error);
+        p->state.store(2, std::memory_order_release);
+        break;
+      case JobOutcome::kHang:
+        hung_ = true;  // this copy never completes, and neither does anything after it
+        queue_.push_front(std::move(p));
+        break;
+    }
+    idle_.notify_all();
+  }
+}
+
+}  // namespace hoist

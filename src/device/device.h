@@ -1,0 +1,67 @@
+// The device interface: where weights go. Backends (host, sim, cuda/hip) are thin; the
+// bounds, state and leak checks that every backend needs live in CheckedDevice
+// (checked_device.h), which is what the pipeline talks to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hoist {
+
+struct DeviceInfo {
+  std::string name;          // "host", "sim", "cuda:0"
+  std::string description;   // "NVIDIA H200", "simulated DMA engine at 5.00 GB/s"
+  uint64_t total_memory = 0;  // bytes; 0 when unknown
+  uint64_t free_memory = 0;   // bytes; 0 when unknown
+};
+
+// A host-to-device copy in flight.
+class CopyHandle {
+ public:
+  virtual ~CopyHandle() = default;
+  // True once the copy has completed; an error if the device reported one. Never blocks.
+  virtual Result<bool> Poll() = 0;
+};
+
+// Thread safety: every method may be called from any thread, concurrently.
+class Device {
+ public:
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  virtual ~Device() = default;
+
+  virtual DeviceInfo Info() = 0;
+  // Independent copy queues (CUDA streams); copies on one queue complete in order.
+  virtual int queues() const = 0;
+
+  virtual Result<void*> AllocateDevice(uint64_t bytes) = 0;
+  virtual Status FreeDevice(void* ptr) = 0;
+  // Page-locked host memory that the device's DMA engine can read directly.
+  virtual Result<void*> AllocatePinned(uint64_t bytes) = 0;
+  virtual Status FreePinned(void* ptr) = 0;
+
+  // Starts copying n bytes from host memory src to device memory dst on queue
+  // (0 <= queue < queues()). src must stay untouched until the handle reports completion.
+  virtual Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src,
+                                                                uint64_t n, int queue) = 0;
+  // Copies device memory to host memory and waits for it (used by verify).
+  virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
+
+  // After a stall: stops copies that can be stopped. Returns true when no copy can touch
+  // memory any more, so freeing it is safe; false when the device cannot promise that.
+  virtual bool Abandon() { return false; }
+};
+
+// Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
+// first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
+Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
+
+// The names of the backends compiled into this build, for --help and doctor.
+std::vector<std::string> CompiledBackends();
+
+}  // namespace hoist

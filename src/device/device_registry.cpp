@@ -1,0 +1,89 @@
+// Opening a device by name; the one place that knows which backends this build has.
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "device/checked_device.h"
+#include "device/device.h"
+#include "device/sim_device.h"
+
+namespace hoist {
+
+std::unique_ptr<Device> MakeHostDevice(int workers);
+#if defined(HOIST_HAVE_GPU)
+Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams);
+int GpuDeviceCount();
+#endif
+
+namespace {
+
+constexpr int kGpuStreams = 8;
+
+#if defined(HOIST_HAVE_GPU)
+#if defined(HOIST_GPU_HIP)
+constexpr const char* kGpuPrefix = "hip";
+#else
+constexpr const char* kGpuPrefix = "cuda";
+#endif
+#endif
+
+Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
+  if (spec == "host") {
+    const int workers = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+    return MakeHostDevice(workers);
+  }
+  if (spec == "sim" || spec.rfind("sim:", 0) == 0) {
+    HOIST_ASSIGN_OR_RETURN(SimOptions options,
+                           ParseSimOptions(spec.size() > 4 ? spec.substr(4) : std::string()));
+    return MakeSimDevice(options);
+  }
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  if (kind == "cuda" || kind == "hip" || kind == "gpu") {
+#if defined(HOIST_HAVE_GPU)
+    if (kind != "gpu" && kind != kGpuPrefix) {
+      return Status::Unavailable(spec + ": this build has the " + kGpuPrefix + " backend, not " + kind);
+    }
+    int ordinal = 0;
+    if (colon != std::string::npos) {
+      try {
+        size_t used = 0;
+        ordinal = std::stoi(spec.substr(colon + 1), &used);
+        if (used != spec.size() - colon - 1) throw std::invalid_argument("trailing");
+      } catch (...) {
+        return Status::InvalidArgument("bad device '" + spec + "': expected " + kind + ":N");
+      }
+    }
+    return MakeGpuDevice(ordinal, kGpuStreams);
+#else
+    return Status::Unavailable(spec + ": this build of hoist has no " + kind +
+                               " backend (rebuild with -DHOIST_CUDA=ON or -DHOIST_HIP=ON)");
+#endif
+  }
+  return Status::InvalidArgument("unknown device '" + spec +
+                                 "': expected auto, host, sim[:options] or cuda:N");
+}
+
+}  // namespace
+
+Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
+  std::string chosen = spec;
+  if (spec == "auto") {
+    chosen = "host";
+#if defined(HOIST_HAVE_GPU)
+    if (GpuDeviceCount() > 0) chosen = std::string(kGpuPrefix) + ":0";
+#endif
+  }
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
+  return std::make_shared<CheckedDevice>(std::move(backend));
+}
+
+std::vector<std::string> CompiledBackends() {
+  std::vector<std::string> names = {"host", "sim"};
+#if defined(HOIST_HAVE_GPU)
+  names.emplace_back(kGpuPrefix);
+#endif
+  return names;
+}
+
+}  // namespace hoist

@@ -1,0 +1,184 @@
+// The GPU backend for CUDA and HIP (one source, two vendors through gpu_vendor.h): streams,
+// asynchronous copies from pinned memory, events polled rather than waited on.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "device/device.h"
+#include "device/gpu_vendor.h"
+
+namespace hoist {
+namespace {
+
+Status GpuStatus(gpuError_t err, const std::string& device, const char* what) {
+  return Status::DeviceError(device + ": " + what + " failed: " + gpuGetErrorString(err));
+}
+
+class GpuDevice;
+
+class GpuCopyHandle final : public CopyHandle {
+ public:
+  GpuCopyHandle(GpuDevice* device, gpuEvent_t event) : device_(device), event_(event) {}
+  ~GpuCopyHandle() override;
+  Result<bool> Poll() override;
+
+ private:
+  GpuDevice* device_;
+  gpuEvent_t event_;
+};
+
+class GpuDevice final : public Device {
+ public:
+  static Result<std::unique_ptr<Device>> Open(int ordinal, int streams) {
+    int count = 0;
+    gpuError_t err = gpuGetDeviceCount(&count);
+    if (err != gpuSuccess) {
+      return Status::Unavailable(std::string(HOIST_GPU_PREFIX) + ": no usable GPU (" +
+                                 gpuGetErrorString(err) + ")");
+    }
+    if (ordinal < 0 || ordinal >= count) {
+      return Status::Unavailable(std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(ordinal) +
+                                 ": no such GPU (" + std::to_string(count) + " present)");
+    }
+    auto device = std::unique_ptr<GpuDevice>(new GpuDevice(ordinal));
+    HOIST_RETURN_IF_ERROR(device->Start(streams));
+    return std::unique_ptr<Device>(std::move(device));
+  }
+
+  ~GpuDevice() override {
+    if (gpuSetDevice(ordinal_) != gpuSuccess) return;
+    for (gpuEvent_t e : free_events_) (void)gpuEventDestroy(e);
+    for (gpuStream_t s : streams_) (void)gpuStreamDestroy(s);
+  }
+
+  DeviceInfo Info() override {
+    DeviceInfo info{name_, description_, 0, 0};
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (Bind().ok() && gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) {
+      info.total_memory = total_bytes;
+      info.free_memory = free_bytes;
+    }
+    return info;
+  }
+  int queues() const override { return static_cast<int>(streams_.size()); }
+
+  Result<void*> AllocateDevice(uint64_t bytes) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    void* p = nullptr;
+    gpuError_t err = gpuMalloc(&p, bytes);
+    if (err != gpuSuccess) return GpuStatus(err, name_, ("allocating " + std::to_string(bytes) + " bytes").c_str());
+    return p;
+  }
+  Status FreeDevice(void* ptr) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuError_t err = gpuFree(ptr);
+    return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "free");
+  }
+  Result<void*> AllocatePinned(uint64_t bytes) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    void* p = nullptr;
+    gpuError_t err = gpuHostAlloc(&p, bytes);
+    if (err != gpuSuccess) return GpuStatus(err, name_, "pinned host allocation");
+    return p;
+  }
+  Status FreePinned(void* ptr) override {
+    gpuError_t err = gpuFreeHost(ptr);
+    return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "pinned host free");
+  }
+
+  Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
+                                                        int queue) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuStream_t stream = streams_[static_cast<size_t>(queue)];
+    gpuError_t err = gpuMemcpyAsyncH2D(dst, src, n, stream);
+    if (err != gpuSuccess) return GpuStatus(err, name_, "asynchronous copy to device");
+    HOIST_ASSIGN_OR_RETURN(gpuEvent_t event, TakeEvent());
+    err = gpuEventRecord(event, stream);
+    if (err != gpuSuccess) {
+      ReturnEvent(event);
+      return GpuStatus(err, name_, "recording a copy's event");
+    }
+    return std::unique_ptr<CopyHandle>(new GpuCopyHandle(this, event));
+  }
+
+  Status CopyToHost(void* dst, const void* src, uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuError_t err = gpuMemcpyD2H(dst, src, n);
+    return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "copy to host");
+  }
+
+  Result<bool> Query(gpuEvent_t event) {
+    gpuError_t err = gpuEventQuery(event);
+    if (err == gpuSuccess) return true;
+    if (err == gpuErrorNotReady) return false;
+    return GpuStatus(err, name_, "copy");
+  }
+
+  void ReturnEvent(gpuEvent_t event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_events_.push_back(event);
+  }
+
+ private:
+  explicit GpuDevice(int ordinal)
+      : ordinal_(ordinal), name_(std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(ordinal)) {}
+
+  Status Start(int streams) {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuDeviceProp_t prop{};
+    if (gpuGetDeviceProperties(&prop, ordinal_) == gpuSuccess) description_ = prop.name;
+    for (int i = 0; i < streams; ++i) {
+      gpuStream_t s = nullptr;
+      gpuError_t err = gpuStreamCreateNonBlocking(&s);
+      if (err != gpuSuccess) return GpuStatus(err, name_, "creating a stream");
+      streams_.push_back(s);
+    }
+    return Status::Ok();
+  }
+
+  // The runtime's current device is per thread; every thread that calls in binds first.
+  Status Bind() {
+    gpuError_t err = gpuSetDevice(ordinal_);
+    return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "selecting the device");
+  }
+
+  Result<gpuEvent_t> TakeEvent() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_events_.empty()) {
+        gpuEvent_t e = free_events_.back();
+        free_events_.pop_back();
+        return e;
+      }
+    }
+    gpuEvent_t e = nullptr;
+    gpuError_t err = gpuEventCreateNoTiming(&e);
+    if (err != gpuSuccess) return GpuStatus(err, name_, "creating an event");
+    return e;
+  }
+
+  int ordinal_;
+  std::string name_;
+  std::string description_;
+  std::vector<gpuStream_t> streams_;
+  std::mutex mutex_;
+  std::vector<gpuEvent_t> free_events_;
+};
+
+GpuCopyHandle::~GpuCopyHandle() { device_->ReturnEvent(event_); }
+Result<bool> GpuCopyHandle::Poll() { return device_->Query(event_); }
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams) {
+  return GpuDevice::Open(ordinal, streams);
+}
+
+int GpuDeviceCount() {
+  int count = 0;
+  return gpuGetDeviceCount(&count) == gpuSuccess ? count : 0;
+}
+
+}  // namespace hoist

@@ -1,0 +1,59 @@
+// The one place CUDA and HIP differ for hoist: the GPU backend (gpu_device.cpp) is written
+// against these names and compiled once per vendor. Build with HOIST_GPU_HIP for ROCm.
+#pragma once
+
+#if defined(HOIST_GPU_HIP)
+#include <hip/hip_runtime_api.h>
+#define HOIST_GPU_PREFIX "hip"
+using gpuError_t = hipError_t;
+using gpuStream_t = hipStream_t;
+using gpuEvent_t = hipEvent_t;
+using gpuDeviceProp_t = hipDeviceProp_t;
+inline constexpr gpuError_t gpuSuccess = hipSuccess;
+inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuGetDeviceProperties hipGetDeviceProperties
+#define gpuMemGetInfo hipMemGetInfo
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuHostAlloc(ptr, bytes) hipHostMalloc(ptr, bytes, hipHostMallocDefault)
+#define gpuFreeHost hipHostFree
+#define gpuStreamCreateNonBlocking(s) hipStreamCreateWithFlags(s, hipStreamNonBlocking)
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuEventCreateNoTiming(e) hipEventCreateWithFlags(e, hipEventDisableTiming)
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventQuery hipEventQuery
+#define gpuMemcpyAsyncH2D(dst, src, n, s) hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, s)
+#define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
+#define gpuDriverGetVersion hipDriverGetVersion
+#else
+#include <cuda_runtime_api.h>
+#define HOIST_GPU_PREFIX "cuda"
+using gpuError_t = cudaError_t;
+using gpuStream_t = cudaStream_t;
+using gpuEvent_t = cudaEvent_t;
+using gpuDeviceProp_t = cudaDeviceProp;
+inline constexpr gpuError_t gpuSuccess = cudaSuccess;
+inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuGetDeviceProperties cudaGetDeviceProperties
+#define gpuMemGetInfo cudaMemGetInfo
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuHostAlloc(ptr, bytes) cudaHostAlloc(ptr, bytes, cudaHostAllocPortable)
+#define gpuFreeHost cudaFreeHost
+#define gpuStreamCreateNonBlocking(s) cudaStreamCreateWithFlags(s, cudaStreamNonBlocking)
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuEventCreateNoTiming(e) cudaEventCreateWithFlags(e, cudaEventDisableTiming)
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventQuery cudaEventQuery
+#define gpuMemcpyAsyncH2D(dst, src, n, s) cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s)
+#define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
+#define gpuDriverGetVersion cudaDriverGetVersion
+#endif

@@ -1,0 +1,60 @@
+// The host backend: "device" memory is host memory and copies are memcpy on worker threads.
+#include <cstdlib>
+#include <cstring>
+
+#include "device/copy_engine.h"
+#include "device/device.h"
+#include "device/host_memory.h"
+
+namespace hoist {
+namespace {
+
+class HostDevice final : public Device {
+ public:
+  explicit HostDevice(int workers) : workers_(workers), engine_(workers) {}
+
+  DeviceInfo Info() override {
+    return {"host", "host memory, copies by " + std::to_string(workers_) + " memcpy threads",
+            PhysicalMemoryBytes(), AvailableMemoryBytes()};
+  }
+  int queues() const override { return workers_; }
+
+  Result<void*> AllocateDevice(uint64_t bytes) override { return AllocateHostMemory(bytes, "host"); }
+  Status FreeDevice(void* ptr) override {
+    FreeHostMemory(ptr);
+    return Status::Ok();
+  }
+  Result<void*> AllocatePinned(uint64_t bytes) override { return AllocateHostMemory(bytes, "host"); }
+  Status FreePinned(void* ptr) override {
+    FreeHostMemory(ptr);
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
+                                                        int /*queue*/) override {
+    return engine_.Submit([dst, src, n] {
+      std::memcpy(dst, src, n);
+      return JobResult{};
+    });
+  }
+
+  Status CopyToHost(void* dst, const void* src, uint64_t n) override {
+    std::memcpy(dst, src, n);
+    return Status::Ok();
+  }
+
+  bool Abandon() override {
+    engine_.Abandon();
+    return true;
+  }
+
+ private:
+  int workers_;
+  CopyEngine engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeHostDevice(int workers) { return std::make_unique<HostDevice>(workers); }
+
+}  // namespace hoist

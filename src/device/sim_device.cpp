@@ -1,0 +1,210 @@
+#include "device/sim_device.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "base/units.h"
+#include "device/copy_engine.h"
+#include "device/host_memory.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class SimDevice final : public Device {
+ public:
+  explicit SimDevice(const SimOptions& o) : options_(o), engine_(o.engines) {}
+
+  DeviceInfo Info() override {
+    return {"sim", "simulated DMA engine at " + FormatRate(options_.bandwidth),
+            options_.mem == UINT64_MAX ? PhysicalMemoryBytes() : options_.mem,
+            options_.mem == UINT64_MAX ? AvailableMemoryBytes() : options_.mem - device_bytes_};
+  }
+  int queues() const override { return 4; }
+
+  Result<void*> AllocateDevice(uint64_t bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (options_.mem != UINT64_MAX && device_bytes_ + bytes > options_.mem) {
+        return Status::DeviceError("sim: out of device memory: " + std::to_string(bytes) +
+                                   " bytes asked, " + std::to_string(options_.mem - device_bytes_) +
+                                   " free");
+      }
+      device_bytes_ += bytes;
+    }
+    auto p = AllocateHostMemory(bytes, "sim");
+    if (!p.ok()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      device_bytes_ -= bytes;
+      return p.status();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    device_sizes_[p.value()] = bytes;
+    return p.value();
+  }
+
+  Status FreeDevice(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      device_bytes_ -= device_sizes_[ptr];
+      device_sizes_.erase(ptr);
+    }
+    FreeHostMemory(ptr);
+    return Status::Ok();
+  }
+
+  Result<void*> AllocatePinned(uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pinned_bytes_ + bytes > options_.pinned_limit) {
+      return Status::DeviceError("sim: pinned allocation of " + std::to_string(bytes) +
+                                 " bytes refused (pinned_limit)");
+    }
+    HOIST_ASSIGN_OR_RETURN(void* p, AllocateHostMemory(bytes, "sim"));
+    pinned_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    pinned_bytes_ += bytes;
+    return p;
+  }
+
+  Status FreePinned(void* ptr) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
+      if (it != pinned_.end()) {
+        pinned_bytes_ -= it->second;
+        pinned_.erase(it);
+      }
+    }
+    FreeHostMemory(ptr);
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
+                                                        int /*queue*/) override {
+    const bool pinned = IsPinned(src, n);
+    return engine_.Submit([this, dst, src, n, pinned]() -> JobResult { return Transfer(dst, src, n, pinned); });
+  }
+
+  Status CopyToHost(void* dst, const void* src, uint64_t n) override {
+    std::memcpy(dst, src, n);
+    return Status::Ok();
+  }
+
+  bool Abandon() override {
+    engine_.Abandon();
+    return true;
+  }
+
+ private:
+  bool IsPinned(const void* src, uint64_t n) {
+    const auto p = reinterpret_cast<uintptr_t>(src);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pinned_.upper_bound(p);
+    if (it == pinned_.begin()) return false;
+    --it;
+    return p >= it->first && p + n <= it->first + it->second;
+  }
+
+  JobResult Transfer(void* dst, const void* src, uint64_t n, bool pinned) {
+    uint64_t before = 0;
+    Clock::time_point done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      before = copied_;
+      if (before + n > options_.stall_after) return {JobOutcome::kHang, {}};
+      if (options_.reject_pageable && !pinned && n >= kSimPageableLimit) {
+        return {JobOutcome::kHang, {}};
+      }
+      if (before + n > options_.fail_copy_after) {
+        return {JobOutcome::kFailed,
+                Status::DeviceError("sim: copy of " + std::to_string(n) +
+                                    " bytes failed after " + std::to_string(before) +
+                                    " bytes (fail_copy_after)")};
+      }
+      copied_ += n;
+      const auto duration = std::chrono::microseconds(options_.latency_us) +
+                            std::chrono::nanoseconds(static_cast<int64_t>(
+                                static_cast<double>(n) / options_.bandwidth * 1e9));
+      const Clock::time_point start = std::max(Clock::now(), link_free_);
+      link_free_ = start + std::chrono::duration_cast<Clock::duration>(duration);
+      done = link_free_;
+    }
+    std::memcpy(dst, src, n);
+    if (options_.corrupt_at >= before && options_.corrupt_at < before + n) {
+      static_cast<unsigned char*>(dst)[options_.corrupt_at - before] ^= 0xFF;
+    }
+    std::this_thread::sleep_until(done);
+    return {};
+  }
+
+  SimOptions options_;
+  std::mutex mutex_;
+  std::map<uintptr_t, uint64_t> pinned_;
+  std::map<void*, uint64_t> device_sizes_;
+  uint64_t pinned_bytes_ = 0;
+  uint64_t device_bytes_ = 0;
+  uint64_t copied_ = 0;
+  Clock::time_point link_free_{};
+  CopyEngine engine_;  // last: its threads stop before the state above goes away
+};
+
+}  // namespace
+
+Result<SimOptions> ParseSimOptions(const std::string& text) {
+  SimOptions o;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument("sim option '" + item + "' has no '=value'");
+    }
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    auto size = [&](uint64_t* out) -> Status {
+      HOIST_ASSIGN_OR_RETURN(*out, ParseByteSize(value));
+      return Status::Ok();
+    };
+    if (key == "bandwidth") {
+      HOIST_ASSIGN_OR_RETURN(o.bandwidth, ParseByteRate(value));
+    } else if (key == "latency_us") {
+      HOIST_RETURN_IF_ERROR(size(&o.latency_us));
+    } else if (key == "mem") {
+      HOIST_RETURN_IF_ERROR(size(&o.mem));
+    } else if (key == "pinned_limit") {
+      HOIST_RETURN_IF_ERROR(size(&o.pinned_limit));
+    } else if (key == "stall_after") {
+      HOIST_RETURN_IF_ERROR(size(&o.stall_after));
+    } else if (key == "fail_copy_after") {
+      HOIST_RETURN_IF_ERROR(size(&o.fail_copy_after));
+    } else if (key == "corrupt_at") {
+      HOIST_RETURN_IF_ERROR(size(&o.corrupt_at));
+    } else if (key == "reject_pageable") {
+      if (value != "0" && value != "1") {
+        return Status::InvalidArgument("sim option reject_pageable takes 0 or 1");
+      }
+      o.reject_pageable = value == "1";
+    } else if (key == "engines") {
+      uint64_t n = 0;
+      HOIST_RETURN_IF_ERROR(size(&n));
+      if (n < 1 || n > 64) return Status::InvalidArgument("sim option engines takes 1 to 64");
+      o.engines = static_cast<int>(n);
+    } else {
+      return Status::InvalidArgument("unknown sim option '" + key + "'");
+    }
+  }
+  return o;
+}
+
+std::unique_ptr<Device> MakeSimDevice(const SimOptions& options) {
+  return std::make_unique<SimDevice>(options);
+}
+
+}  // namespace hoist

@@ -1,0 +1,40 @@
+// The simulated device: memory in host RAM behind a modelled DMA engine with the faults real
+// ones have. Spec: "sim" or "sim:key=value,..." with keys
+//   bandwidth=5GB/s   link rate of the engine      latency_us=N   per-copy latency
+//   mem=SIZE          device memory capacity       pinned_limit=SIZE  pinned allocations beyond
+//                                                                     this total fail
+//   stall_after=SIZE  after this many bytes, copies never complete (the ROCm SDMA hang)
+//   fail_copy_after=SIZE  after this many bytes, a copy reports an error
+//   reject_pageable=1 a copy of 1 MiB or more from memory that is not pinned never completes
+//   corrupt_at=N      flips the byte at this position of the copied stream (tests verify)
+//   engines=N         DMA engines working in parallel (default 1)
+// Sizes take KiB, MiB, GiB, KB, MB, GB.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "device/device.h"
+
+namespace hoist {
+
+struct SimOptions {
+  double bandwidth = 20e9;  // bytes per second
+  uint64_t latency_us = 2;
+  uint64_t mem = UINT64_MAX;
+  uint64_t pinned_limit = UINT64_MAX;
+  uint64_t stall_after = UINT64_MAX;
+  uint64_t fail_copy_after = UINT64_MAX;
+  bool reject_pageable = false;
+  uint64_t corrupt_at = UINT64_MAX;
+  int engines = 1;
+};
+
+inline constexpr uint64_t kSimPageableLimit = 1 << 20;
+
+// Parses the part after "sim:" (may be empty).
+Result<SimOptions> ParseSimOptions(const std::string& text);
+std::unique_ptr<Device> MakeSimDevice(const SimOptions& options);
+
+}  // namespace hoist

@@ -1,0 +1,573 @@
+#include "pipeline/loader.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "base/checksum.h"
+#include "base/platform.h"
+#include "base/units.h"
+#include "plan/load_plan.h"
+#include "pipeline/staging_pool.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+constexpr auto kPoll = std::chrono::milliseconds(50);
+// After a stop, copies already in flight get this long to finish before they are abandoned.
+constexpr auto kDrainGrace = std::chrono::milliseconds(1000);
+// Threads that do not return within this after a stop (a read stuck in the kernel) are left
+// behind, holding what they use.
+constexpr auto kJoinGrace = std::chrono::milliseconds(500);
+
+// A chunk whose copies are in flight.
+struct InFlight {
+  size_t chunk = 0;
+  StagingBuffer buffer;
+  std::vector<std::unique_ptr<CopyHandle>> copies;
+  size_t completed = 0;  // copies[0, completed) are known done
+  std::atomic<bool> hashed{false};
+  int64_t submitted_ns = 0;
+};
+
+struct ReaderState {
+  std::atomic<int64_t> chunk{-1};  // chunk being read, or -1
+  std::atomic<int64_t> since_ns{0};
+};
+
+// Everything the threads of one load share. Held by shared_ptr so that a thread stuck in
+// a read can be left behind safely.
+struct LoadJob {
+  const TensorDirectory* dir = nullptr;  // valid until the coordinator returns
+  LoadPlan plan;
+  std::shared_ptr<CheckedDevice> device;
+  std::unique_ptr<StagingPool> pool;
+  std::vector<std::unique_ptr<File>> files;
+  std::vector<std::string> file_paths;
+  std::vector<unsigned char*> dest;  // per directory tensor
+  bool external = false;
+  bool checksum = false;
+  int threads = 1;
+
+  std::atomic<size_t> next_chunk{0};
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> copied_bytes{0};
+  std::atomic<size_t> chunks_done{0};
+  std::atomic<int64_t> last_progress_ns{0};
+  std::vector<ReaderState> readers;
+
+  std::atomic<bool> stop{false};
+  std::mutex error_mutex;
+  Status error;
+
+  std::mutex inflight_mutex;
+  std::condition_variable inflight_cv;
+  std::deque<std::shared_ptr<InFlight>> inflight;
+  std::vector<std::shared_ptr<InFlight>> orphans;  // copies that never completed
+
+  // Per-tensor checksums, fed in tensor order (chunks are taken in order, so the earliest
+  // unhashed piece always belongs to a chunk that holds a buffer: no deadlock).
+  std::mutex hash_mutex;
+  std::condition_variable hash_cv;
+  std::vector<uint64_t> hash_next;  // next tensor offset to hash
+  std::vector<Xxh3Stream> hashes;
+
+  std::mutex exit_mutex;
+  std::condition_variable exit_cv;
+  int running = 0;
+
+  void Fail(Status status) {
+    {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (error.ok()) error = std::move(status);
+    }
+    stop.store(true);
+    inflight_cv.notify_all();
+    hash_cv.notify_all();
+  }
+
+  std::string Where(const Chunk& c) const {
+    return file_paths[c.file] + " at byte " + std::to_string(c.offset) + " (" +
+           std::to_string(c.length) + " bytes)";
+  }
+
+  void Exited() {
+    std::lock_guard<std::mutex> lock(exit_mutex);
+    --running;
+    exit_cv.notify_all();
+  }
+};
+
+// Reads chunk c into buffer; returns where the chunk's first byte landed.
+Result<const unsigned char*> ReadChunk(LoadJob& job, const Chunk& c, unsigned char* buffer) {
+  File& file = *job.files[c.file];
+  if (!file.direct()) {
+    HOIST_RETURN_IF_ERROR(file.ReadExact(c.offset, buffer, c.length));
+    return buffer;
+  }
+  // Direct I/O reads whole aligned blocks; the chunk sits inside them. The last block of the
+  // file may come back short, which is fine once the chunk's bytes are in.
+  const uint64_t a = file.direct_alignment();
+  const uint64_t begin = c.offset / a * a;
+  const uint64_t end = AlignUp(c.offset + c.length, a);
+  const uint64_t need = c.offset + c.length - begin;
+  uint64_t done = 0;
+  int interrupts = 0;
+  while (done < need) {
+    HOIST_ASSIGN_OR_RETURN(RawRead got, file.ReadSome(begin + done, buffer + done, end - begin - done));
+    if (got.interrupted) {
+      if (++interrupts > 10000) return Status::IoError(file.path() + ": reads keep being interrupted");
+      continue;
+    }
+    if (got.bytes == 0) {
+      return Status::IoError(file.path() + ": unexpected end of file at byte " +
+                             std::to_string(begin + done));
+    }
+    if (got.bytes % a != 0 && done + got.bytes < need) {
+      return Status::IoError(file.path() + ": short direct read at byte " + std::to_string(begin + done));
+    }
+    done += got.bytes;
+  }
+  return buffer + (c.offset - begin);
+}
+
+void HashChunk(LoadJob& job, const Chunk& c, const unsigned char* data) {
+  for (const Segment& s : c.segments) {
+    std::unique_lock<std::mutex> lock(job.hash_mutex);
+    job.hash_cv.wait(lock, [&] {
+      return job.stop.load() || job.hash_next[s.tensor] == s.tensor_offset;
+    });
+    if (job.stop.load()) return;
+    lock.unlock();
+    // Only this thread may feed the tensor now: its predecessor is done, its successor waits.
+    job.hashes[s.tensor].Update(data + s.chunk_offset, s.length);
+    lock.lock();
+    job.hash_next[s.tensor] += s.length;
+    lock.unlock();
+    job.hash_cv.notify_all();
+  }
+}
+
+void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
+  LoadJob& job = *job_ptr;
+  const int queue = reader % job.device->queues();
+  const uint64_t max_copy = job.pool->max_copy_bytes();
+  while (!job.stop.load()) {
+    std::optional<StagingBuffer> buffer = job.pool->Acquire(kPoll);
+    if (!buffer) continue;
+    const size_t index = job.next_chunk.fetch_add(1);
+    if (index >= job.plan.chunks.size()) break;
+    const Chunk& c = job.plan.chunks[index];
+    job.readers[reader].since_ns.store(NowNs());
+    job.readers[reader].chunk.store(static_cast<int64_t>(index));
+    auto data = ReadChunk(job, c, buffer->data());
+    job.readers[reader].chunk.store(-1);
+    if (!data.ok()) {
+      job.Fail(data.status());
+      break;
+    }
+    if (job.stop.load()) break;  // the destinations may be gone
+    job.read_bytes.fetch_add(c.length);
+    job.last_progress_ns.store(NowNs());
+
+    auto entry = std::make_shared<InFlight>();
+    entry->chunk = index;
+    entry->buffer = std::move(*buffer);
+    for (const Segment& s : c.segments) {
+      for (uint64_t off = 0; off < s.length; off += max_copy) {
+        const uint64_t n = std::min(max_copy, s.length - off);
+        auto copy = job.device->CopyToDeviceAsync(job.dest[s.tensor] + s.tensor_offset + off,
+                                                  data.value() + s.chunk_offset + off, n, queue,
+                                                  job.external);
+        if (!copy.ok()) {
+          job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
+          break;
+        }
+        entry->copies.push_back(std::move(copy).value());
+      }
+    }
+    entry->submitted_ns = NowNs();
+    if (!entry->copies.empty() || c.segments.empty()) {
+      std::lock_guard<std::mutex> lock(job.inflight_mutex);
+      job.inflight.push_back(entry);
+    }
+    job.inflight_cv.notify_all();
+    if (job.stop.load()) break;
+    if (job.checksum) HashChunk(job, c, data.value());
+    entry->hashed.store(true, std::memory_order_release);
+  }
+  job.Exited();
+}
+
+// Polls the copies in flight in order, recycling buffers as copies complete. Copies are polled
+// (event queries), never waited on blindly.
+void CompletionLoop(const std::shared_ptr<LoadJob>& job_ptr) {
+  LoadJob& job = *job_ptr;
+  const size_t total = job.plan.chunks.size();
+  Clock::time_point drain_deadline{};
+  std::vector<std::shared_ptr<InFlight>> snapshot;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(job.inflight_mutex);
+      if (job.inflight.empty()) {
+        if (job.stop.load() || job.chunks_done.load() == total) break;
+        job.inflight_cv.wait_for(lock, kPoll);
+        continue;
+      }
+      snapshot.assign(job.inflight.begin(), job.inflight.end());
+    }
+    if (job.stop.load()) {
+      if (drain_deadline == Clock::time_point{}) drain_deadline = Clock::now() + kDrainGrace;
+      if (Clock::now() > drain_deadline) break;
+    }
+    bool progressed = false;
+    std::vector<InFlight*> finished;
+    for (const auto& e : snapshot) {
+      while (e->completed < e->copies.size()) {
+        auto done = e->copies[e->completed]->Poll();
+        if (!done.ok()) {
+          const Chunk& c = job.plan.chunks[e->chunk];
+          job.Fail(done.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
+          ++e->completed;  // a failed copy is over: the device no longer touches its memory
+          continue;
+        }
+        if (!done.value()) break;
+        ++e->completed;
+        progressed = true;
+      }
+      if (e->completed == e->copies.size() && e->hashed.load(std::memory_order_acquire)) {
+        finished.push_back(e.get());
+      }
+    }
+    if (!finished.empty()) {
+      std::lock_guard<std::mutex> lock(job.inflight_mutex);
+      for (InFlight* f : finished) {
+        auto it = std::find_if(job.inflight.begin(), job.inflight.end(),
+                               [&](const auto& p) { return p.get() == f; });
+        job.copied_bytes.fetch_add(job.plan.chunks[f->chunk].length);
+        job.chunks_done.fetch_add(1);
+        job.inflight.erase(it);  // the staging buffer goes back to the pool here
+      }
+      job.last_progress_ns.store(NowNs());
+    }
+    snapshot.clear();
+    if (!progressed && finished.empty()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  {
+    std::lock_guard<std::mutex> lock(job.inflight_mutex);
+    for (auto& e : job.inflight) {
+      if (e->completed < e->copies.size()) job.orphans.push_back(e);
+    }
+    job.inflight.clear();
+  }
+  job.Exited();
+}
+
+// Names the stage that stopped moving, for the watchdog's error.
+Status DescribeStall(LoadJob& job, double idle_s) {
+  char idle_text[32];
+  std::snprintf(idle_text, sizeof idle_text, "%.1f", idle_s);
+  const std::string idle = idle_text;
+  {
+    std::lock_guard<std::mutex> lock(job.inflight_mutex);
+    for (const auto& e : job.inflight) {
+      if (e->completed < e->copies.size()) {
+        const double age = static_cast<double>(NowNs() - e->submitted_ns) / 1e9;
+        return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
+                               job.device->name() + ": chunk " + job.Where(job.plan.chunks[e->chunk]) +
+                               " was submitted " + std::to_string(static_cast<int>(age)) +
+                               " s ago and has not completed");
+      }
+    }
+  }
+  int64_t oldest = INT64_MAX;
+  int64_t chunk = -1;
+  for (const ReaderState& r : job.readers) {
+    const int64_t c = r.chunk.load();
+    if (c >= 0 && r.since_ns.load() < oldest) {
+      oldest = r.since_ns.load();
+      chunk = c;
+    }
+  }
+  if (chunk >= 0) {
+    return Status::Stalled("no progress for " + idle + " s: read stage: reading " +
+                           job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) +
+                           " has not returned (device " + job.device->name() + ")");
+  }
+  return Status::Stalled("no progress for " + idle + " s: waiting for staging buffers on " +
+                         job.device->name());
+}
+
+}  // namespace
+
+int DefaultReaderThreads() { return std::clamp(CpuCount(), 2, 8); }
+
+LoadedModel::~LoadedModel() {
+  if (allocation != nullptr && device) (void)device->FreeDevice(allocation);
+}
+
+Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
+                                          std::shared_ptr<CheckedDevice> device,
+                                          const LoadOptions& options) {
+  const Clock::time_point start = Clock::now();
+  auto model = std::make_unique<LoadedModel>();
+  model->device = device;
+  LoadReport& report = model->report;
+  report.device = device->name();
+  report.io = options.io;
+  report.warnings = dir.warnings;
+
+  // Plan.
+  std::vector<bool> selected;
+  if (!options.names.empty()) {
+    selected.assign(dir.tensors.size(), false);
+    for (const std::string& name : options.names) {
+      const TensorEntry* t = dir.Find(name);
+      if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
+      selected[static_cast<size_t>(t - dir.tensors.data())] = true;
+    }
+  }
+  uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kDefaultChunkBytes;
+  chunk_bytes = std::min(chunk_bytes, std::max<uint64_t>(4096, options.staging_bytes / 2));
+  auto job = std::make_shared<LoadJob>();
+  job->dir = &dir;
+  job->device = device;
+  job->checksum = options.checksum;
+  job->external = static_cast<bool>(options.destination);
+  job->threads = options.threads > 0 ? options.threads : DefaultReaderThreads();
+  HOIST_ASSIGN_OR_RETURN(job->plan, PlanLoad(dir, selected, chunk_bytes));
+  const LoadPlan& plan = job->plan;
+  report.tensor_bytes = plan.tensor_bytes;
+  report.read_bytes = plan.read_bytes;
+  report.tensors = plan.tensors.size();
+  report.chunks = plan.chunks.size();
+  report.threads = job->threads;
+  report.chunk_bytes = chunk_bytes;
+  report.phases.plan = Seconds(start);
+
+  // Open files, allocate the destination and the staging pool.
+  const Clock::time_point allocate_start = Clock::now();
+  FileOpener open = options.open_file ? options.open_file : FileOpener(OpenFile);
+  for (const FileEntry& f : dir.files) {
+    OpenOptions o;
+    o.direct = options.io == IoMode::kDirect;
+    auto file = open(f.path, o);
+    if (!file.ok() && o.direct && file.status().code() == Code::kUnavailable) {
+      report.fallbacks.push_back(f.path + ": direct I/O unavailable (" + file.status().message() +
+                                 "); reading through the page cache");
+      o.direct = false;
+      file = open(f.path, o);
+    }
+    if (!file.ok()) return file.status();
+    if ((*file)->size() != f.size) {
+      return Status::IoError(f.path + ": file is now " + std::to_string((*file)->size()) +
+                             " bytes, was " + std::to_string(f.size) + " when it was parsed");
+    }
+    job->file_paths.push_back(f.path);
+    job->files.push_back(std::move(file).value());
+  }
+  model->pointers.assign(dir.tensors.size(), nullptr);
+  model->loaded_mask.assign(dir.tensors.size(), false);
+  job->dest.assign(dir.tensors.size(), nullptr);
+  if (options.destination) {
+    model->external_destinations = true;
+    for (uint32_t i : plan.tensors) {
+      HOIST_ASSIGN_OR_RETURN(void* p, options.destination(i, dir.tensors[i]));
+      if (p == nullptr && dir.tensors[i].nbytes > 0) {
+        return Status::InvalidArgument("no destination given for tensor '" + dir.tensors[i].name + "'");
+      }
+      job->dest[i] = static_cast<unsigned char*>(p);
+    }
+  } else {
+    HOIST_ASSIGN_OR_RETURN(model->allocation, device->AllocateDevice(plan.allocation_bytes));
+    for (uint32_t i : plan.tensors) {
+      job->dest[i] = static_cast<unsigned char*>(model->allocation) + plan.device_offset[i];
+    }
+  }
+  for (uint32_t i : plan.tensors) {
+    model->pointers[i] = job->dest[i];
+    model->loaded_mask[i] = true;
+  }
+  const bool direct = !job->files.empty() && job->files[0]->direct();
+  const uint64_t slack = direct ? 2 * job->files[0]->direct_alignment() : 0;
+  HOIST_ASSIGN_OR_RETURN(job->pool, StagingPool::Create(device, options.staging_bytes, chunk_bytes + slack));
+  if (job->pool->buffer_bytes() < chunk_bytes + slack) {
+    // Smaller buffers than asked: cut the chunks to fit them.
+    chunk_bytes = job->pool->buffer_bytes() - slack;
+    HOIST_ASSIGN_OR_RETURN(job->plan, PlanLoad(dir, selected, chunk_bytes));
+    report.chunk_bytes = chunk_bytes;
+    report.chunks = job->plan.chunks.size();
+  }
+  const StagingPoolReport& pool = job->pool->report();
+  report.staging_buffer_bytes = pool.buffer_bytes;
+  report.staging_buffers = pool.buffers;
+  report.pinned_staging = pool.pinned;
+  report.fallbacks.insert(report.fallbacks.end(), pool.fallbacks.begin(), pool.fallbacks.end());
+  if (options.checksum) {
+    job->hash_next.assign(dir.tensors.size(), 0);
+    job->hashes.resize(dir.tensors.size());
+  }
+  report.phases.allocate = Seconds(allocate_start);
+
+  // Stream.
+  const Clock::time_point stream_start = Clock::now();
+  job->readers = std::vector<ReaderState>(static_cast<size_t>(job->threads));
+  job->last_progress_ns.store(NowNs());
+  job->running = job->threads + 1;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < job->threads; ++r) threads.emplace_back(ReaderLoop, job, r);
+  threads.emplace_back(CompletionLoop, job);
+
+  const int64_t stall_ns = static_cast<int64_t>(options.stall_timeout_s * 1e9);
+  const size_t total_chunks = job->plan.chunks.size();
+  Clock::time_point last_report = Clock::now();
+  auto snapshot = [&] {
+    return LoadProgress{job->copied_bytes.load(), job->read_bytes.load(), job->plan.read_bytes,
+                        Seconds(stream_start)};
+  };
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(job->exit_mutex);
+      job->exit_cv.wait_for(lock, kPoll, [&] { return job->running == 0; });
+    }
+    if (job->stop.load()) break;
+    if (job->chunks_done.load() == total_chunks) break;
+    if ((options.cancel != nullptr && options.cancel->load()) || StopSignalReceived() != 0) {
+      const int sig = StopSignalReceived();
+      job->Fail(Status::Cancelled(sig != 0 ? "cancelled by signal " + std::to_string(sig)
+                                           : "cancelled"));
+      break;
+    }
+    if (options.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {
+      last_report = Clock::now();
+      if (!options.progress(snapshot())) {
+        job->Fail(Status::Cancelled("cancelled by the progress callback"));
+        break;
+      }
+    }
+    const int64_t idle = NowNs() - job->last_progress_ns.load();
+    if (idle > stall_ns) {
+      job->Fail(DescribeStall(*job, static_cast<double>(idle) / 1e9));
+      break;
+    }
+  }
+  report.phases.stream = Seconds(stream_start);
+
+  // Teardown: stop the threads, give stuck ones a grace period, then leave them behind.
+  const Clock::time_point teardown_start = Clock::now();
+  job->stop.store(true);
+  job->inflight_cv.notify_all();
+  job->hash_cv.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(job->exit_mutex);
+    job->exit_cv.wait_for(lock, kDrainGrace + kJoinGrace, [&] { return job->running == 0; });
+  }
+  for (std::thread& t : threads) t.detach();  // each holds the job; the finished ones are gone
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(job->error_mutex);
+    status = job->error;
+  }
+  if (status.ok() && job->chunks_done.load() != total_chunks) {
+    status = Status::Internal("load ended with " + std::to_string(job->chunks_done.load()) +
+                              " of " + std::to_string(total_chunks) + " chunks done");
+  }
+  {
+    std::lock_guard<std::mutex> lock(job->inflight_mutex);
+    if (!job->orphans.empty() || job->running != 0) {
+      // Copies that never completed may still read staging buffers and write destinations.
+      if (device->Abandon()) {
+        job->orphans.clear();
+      } else {
+        for (auto& o : job->orphans) o->buffer.Abandon();
+        device->set_free_on_destroy(false);
+        if (model->allocation != nullptr) model->allocation = nullptr;  // leaked on purpose
+        status = status.WithContext("the device did not stop its copies; its memory is left "
+                                    "allocated until the process exits");
+      }
+    }
+  }
+  const bool all_exited = job->running == 0;  // else a stuck thread still holds a buffer
+  if (!status.ok()) {
+    if (all_exited) job->pool.reset();
+    return status;
+  }
+  if (options.checksum) {
+    model->checksums.assign(dir.tensors.size(), 0);
+    for (uint32_t i : job->plan.tensors) model->checksums[i] = job->hashes[i].Digest();
+  }
+  if (options.progress) options.progress(snapshot());
+  if (all_exited) job->pool.reset();
+  report.phases.teardown = Seconds(teardown_start);
+  report.wall_s = Seconds(start);
+  report.peak_rss_bytes = PeakRssBytes();
+  return model;
+}
+
+Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
+                                     size_t max_reported) {
+  std::vector<std::unique_ptr<File>> files;
+  for (const FileEntry& f : dir.files) {
+    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(f.path));
+    files.push_back(std::move(file));
+  }
+  std::vector<size_t> work;
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    if (model.loaded(i) && dir.tensors[i].nbytes > 0) work.push_back(i);
+  }
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  Status error;
+  std::vector<Mismatch> mismatches;
+  constexpr uint64_t kPiece = 16ull << 20;
+  auto worker = [&] {
+    std::vector<unsigned char> from_file(kPiece), from_device(kPiece);
+    for (;;) {
+      const size_t k = next.fetch_add(1);
+      if (k >= work.size()) return;
+      const TensorEntry& t = dir.tensors[work[k]];
+      const auto* src = static_cast<const unsigned char*>(model.data(work[k]));
+      for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
+        const uint64_t n = std::min(kPiece, t.nbytes - off);
+        Status s = files[t.file]->ReadExact(t.offset + off, from_file.data(), n);
+        if (s.ok()) s = model.device->CopyToHost(from_device.data(), src + off, n, model.external_destinations);
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!s.ok()) {
+          if (error.ok()) error = s;
+          return;
+        }
+        if (std::memcmp(from_file.data(), from_device.data(), n) != 0) {
+          uint64_t at = 0;
+          while (from_file[at] == from_device[at]) ++at;
+          if (mismatches.size() < max_reported) {
+            mismatches.push_back({t.name, off + at, t.offset + off + at});
+          }
+          break;
+        }
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < std::max(1, threads); ++i) pool.emplace_back(worker);
+  for (std::thread& t : pool) t.join();
+  if (!error.ok()) return error;
+  return mismatches;
+}
+
+}  // namespace hoist

@@ -1,0 +1,122 @@
+// The staged load engine: reads a model's tensors into bounded pinned staging buffers on many
+// threads and copies them to a device with many copies in flight, never handing file-backed or
+// large pageable memory to a DMA engine, watched by a watchdog and cancellable at every wait.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/checked_device.h"
+#include "format/tensor_directory.h"
+#include "io/file.h"
+
+namespace hoist {
+
+enum class IoMode : uint8_t {
+  kBuffered,  // pread through the page cache
+  kDirect,    // O_DIRECT / unbuffered: bypasses the page cache (cold loads)
+};
+
+struct LoadProgress {
+  uint64_t copied_bytes = 0;  // bytes whose device copy has completed
+  uint64_t read_bytes = 0;    // bytes read from storage
+  uint64_t total_bytes = 0;   // bytes to read
+  double elapsed_s = 0;       // since streaming began
+};
+
+using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string& path,
+                                                               const OpenOptions& options)>;
+
+struct LoadOptions {
+  int threads = 0;                       // reader threads; 0: chosen from the machine
+  uint64_t chunk_bytes = 0;              // bytes per read; 0: default (8 MiB)
+  uint64_t staging_bytes = 256ull << 20;  // the staging pool's budget
+  double stall_timeout_s = 60;           // no progress this long ends the load (kStalled)
+  bool checksum = false;                 // XXH3-64 of every tensor, over its staged bytes
+  IoMode io = IoMode::kBuffered;
+  std::vector<std::string> names;        // tensors to load; empty: all
+  // Called on the loading thread about every 100 ms and once at the end; false cancels.
+  std::function<bool(const LoadProgress&)> progress;
+  // Set from any thread to cancel. SIGINT/SIGTERM also cancel once handlers are installed.
+  const std::atomic<bool>* cancel = nullptr;
+  // Destinations chosen by the caller (an engine's own buffers): the device pointer for
+  // directory tensor `index`, which must hold tensor.nbytes bytes. Unset: hoist allocates one
+  // block per device and owns it.
+  std::function<Result<void*>(size_t index, const TensorEntry& tensor)> destination;
+  FileOpener open_file;  // tests inject faults here; unset: OpenFile
+};
+
+struct PhaseSeconds {
+  double open_parse = 0;  // filled by the caller that opened the model
+  double plan = 0;
+  double allocate = 0;    // device allocation and the staging pool
+  double stream = 0;      // reads and copies
+  double teardown = 0;    // joining threads, freeing staging
+};
+
+struct LoadReport {
+  std::string device;
+  uint64_t tensor_bytes = 0;
+  uint64_t read_bytes = 0;
+  size_t tensors = 0;
+  size_t chunks = 0;
+  int threads = 0;
+  uint64_t chunk_bytes = 0;
+  uint64_t staging_buffer_bytes = 0;
+  size_t staging_buffers = 0;
+  bool pinned_staging = true;
+  IoMode io = IoMode::kBuffered;
+  PhaseSeconds phases;
+  double wall_s = 0;  // plan + allocate + stream + teardown
+  uint64_t peak_rss_bytes = 0;
+  std::vector<std::string> fallbacks;
+  std::vector<std::string> warnings;
+};
+
+// Tensors on a device. Destroying it frees the device memory hoist allocated (never memory
+// the caller supplied through LoadOptions::destination).
+class LoadedModel {
+ public:
+  LoadedModel() = default;
+  LoadedModel(const LoadedModel&) = delete;
+  LoadedModel& operator=(const LoadedModel&) = delete;
+  ~LoadedModel();
+
+  // Device pointer of directory tensor i, or nullptr when it was not loaded.
+  void* data(size_t i) const { return pointers[i]; }
+  bool loaded(size_t i) const { return loaded_mask[i]; }
+
+  std::vector<void*> pointers;
+  std::vector<bool> loaded_mask;
+  std::vector<uint64_t> checksums;  // XXH3-64 per tensor when LoadOptions::checksum
+  LoadReport report;
+  std::shared_ptr<CheckedDevice> device;
+  void* allocation = nullptr;  // owned when non-null
+  bool external_destinations = false;
+};
+
+Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
+                                          std::shared_ptr<CheckedDevice> device,
+                                          const LoadOptions& options);
+
+struct Mismatch {
+  std::string tensor;
+  uint64_t tensor_offset = 0;  // first differing byte inside the tensor
+  uint64_t file_offset = 0;
+};
+
+// Reads every loaded tensor back from the device and compares it with the file's bytes.
+// Returns the mismatches (at most max_reported, all tensors checked), or an error.
+Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model,
+                                     int threads, size_t max_reported);
+
+// Defaults chosen from the machine.
+int DefaultReaderThreads();
+inline constexpr uint64_t kDefaultChunkBytes = 8ull << 20;
+
+}  // namespace hoist

@@ -1,0 +1,37 @@
+#include "pipeline/report_json.h"
+
+namespace hoist {
+
+const char* IoModeName(IoMode mode) { return mode == IoMode::kDirect ? "direct" : "buffered"; }
+
+nlohmann::ordered_json ReportToJson(const LoadReport& r) {
+  const double wall = r.wall_s + r.phases.open_parse;
+  nlohmann::ordered_json j;
+  j["device"] = r.device;
+  j["tensor_count"] = r.tensors;
+  j["bytes"] = r.tensor_bytes;
+  j["read_bytes"] = r.read_bytes;
+  j["wall_s"] = wall;
+  j["gbps"] = wall > 0 ? static_cast<double>(r.tensor_bytes) / wall / 1e9 : 0.0;
+  j["stream_gbps"] = r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream / 1e9 : 0.0;
+  j["time_to_first_byte_s"] = r.phases.open_parse + r.phases.plan + r.phases.allocate;
+  j["phases"] = {{"open_parse_s", r.phases.open_parse},
+                 {"plan_s", r.phases.plan},
+                 {"allocate_s", r.phases.allocate},
+                 {"stream_s", r.phases.stream},
+                 {"teardown_s", r.phases.teardown}};
+  j["staging"] = {{"buffers", r.staging_buffers},
+                  {"buffer_bytes", r.staging_buffer_bytes},
+                  {"bytes", r.staging_buffer_bytes * r.staging_buffers},
+                  {"pinned", r.pinned_staging}};
+  j["threads"] = r.threads;
+  j["chunk_bytes"] = r.chunk_bytes;
+  j["chunks"] = r.chunks;
+  j["io"] = IoModeName(r.io);
+  j["peak_rss_bytes"] = r.peak_rss_bytes;
+  j["fallbacks"] = r.fallbacks;
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+}  // namespace hoist

@@ -1,0 +1,17 @@
+// A load's report as JSON: the CLI's `load --json` summary and the C API's report.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/loader.h"
+
+namespace hoist {
+
+const char* IoModeName(IoMode mode);
+// Keys: device, tensor_count, bytes, read_bytes, wall_s, gbps, stream_gbps,
+// time_to_first_byte_s, phases{open_parse_s, plan_s, allocate_s, stream_s, teardown_s},
+// staging{buffers, buffer_bytes, bytes, pinned}, threads, chunk_bytes, io, peak_rss_bytes,
+// fallbacks[], warnings[]. wall_s includes open_parse.
+nlohmann::ordered_json ReportToJson(const LoadReport& report);
+
+}  // namespace hoist

@@ -1,0 +1,91 @@
+// A fixed budget of equal-size staging buffers in pinned host memory, handed out as move-only
+// handles that go back to the pool when dropped (KvikIO's bounce-buffer pool, bounded).
+// When pinned memory cannot be had, the pool retries smaller buffers down to 1 MiB and then
+// falls back to ordinary heap memory; copies from such buffers must then be cut into pieces of
+// at most kPageableCopyBytes (see max_copy_bytes()).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/checked_device.h"
+
+namespace hoist {
+
+inline constexpr uint64_t kMinPinnedBufferBytes = 1 << 20;
+// Pageable copies stay below the size at which some DMA paths hang (ROCm's SDMA engine).
+inline constexpr uint64_t kPageableCopyBytes = 512 << 10;
+
+class StagingPool;
+
+// Owns one buffer while held; returns it to its pool when destroyed. Not thread safe.
+class StagingBuffer {
+ public:
+  StagingBuffer() = default;
+  StagingBuffer(StagingPool* pool, size_t index, unsigned char* data)
+      : pool_(pool), index_(index), data_(data) {}
+  StagingBuffer(StagingBuffer&& other) noexcept { *this = std::move(other); }
+  StagingBuffer& operator=(StagingBuffer&& other) noexcept;
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+  ~StagingBuffer() { Release(); }
+
+  unsigned char* data() const { return data_; }
+  explicit operator bool() const { return data_ != nullptr; }
+  // Gives the buffer up without returning it (its memory may still be read by a stalled copy).
+  void Abandon();
+
+ private:
+  void Release();
+  StagingPool* pool_ = nullptr;
+  size_t index_ = 0;
+  unsigned char* data_ = nullptr;
+};
+
+struct StagingPoolReport {
+  uint64_t buffer_bytes = 0;
+  size_t buffers = 0;
+  bool pinned = true;
+  std::vector<std::string> fallbacks;  // what was given up, in words
+};
+
+class StagingPool {
+ public:
+  // Allocates up to budget_bytes in buffers of buffer_bytes (at least 2 buffers), falling back
+  // as described above. Thread safety: Acquire and buffer release may run on any thread.
+  static Result<std::unique_ptr<StagingPool>> Create(std::shared_ptr<CheckedDevice> device,
+                                                     uint64_t budget_bytes, uint64_t buffer_bytes);
+  ~StagingPool();
+
+  // Waits up to `wait` for a free buffer; nullopt when none came (the caller checks its stop
+  // conditions and asks again).
+  std::optional<StagingBuffer> Acquire(std::chrono::milliseconds wait);
+
+  const StagingPoolReport& report() const { return report_; }
+  uint64_t buffer_bytes() const { return report_.buffer_bytes; }
+  uint64_t max_copy_bytes() const { return report_.pinned ? UINT64_MAX : kPageableCopyBytes; }
+  // Keeps buffer `index` from being freed: a stalled copy may still read it.
+  void Leak(size_t index);
+
+ private:
+  friend class StagingBuffer;
+  StagingPool() = default;
+  void Return(size_t index);
+
+  std::shared_ptr<CheckedDevice> device_;
+  std::vector<unsigned char*> memory_;
+  std::vector<bool> leaked_;
+  std::vector<size_t> free_;
+  std::mutex mutex_;
+  std::condition_variable available_;
+  StagingPoolReport report_;
+};
+
+}  // namespace hoist

@@ -1,0 +1,396 @@
+#include "pipeline/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "base/checksum.h"
+#include "base/units.h"
+#include "device/checked_device.h"
+#include "format/model.h"
+#include "format/sample_model.h"
+#include "io/fault_injection_file.h"
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<unsigned char> FileBytes(const TensorDirectory& dir, const TensorEntry& t) {
+  std::ifstream in(dir.files[t.file].path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(t.offset));
+  std::vector<unsigned char> bytes(t.nbytes);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
+}
+
+// Every loaded tensor equals the file's bytes (read independently), and every checksum equals
+// XXH3 of those bytes.
+void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    if (!model.loaded(i)) continue;
+    const TensorEntry& t = dir.tensors[i];
+    const std::vector<unsigned char> want = FileBytes(dir, t);
+    std::vector<unsigned char> got(t.nbytes);
+    if (t.nbytes > 0) {
+      ASSERT_TRUE(model.device->CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations).ok());
+    }
+    ASSERT_TRUE(got == want) << "tensor " << t.name << " differs";
+    if (!model.checksums.empty()) {
+      EXPECT_EQ(model.checksums[i], Xxh3(want.data(), want.size())) << t.name;
+    }
+  }
+}
+
+std::shared_ptr<CheckedDevice> Device(const std::string& spec) {
+  auto d = OpenDevice(spec);
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+  return d.value();
+}
+
+TensorDirectory Sample(const testing::TempDir& dir, const std::string& name, SampleSpec spec) {
+  auto written = WriteSampleModel(dir.File(name), spec);
+  EXPECT_TRUE(written.ok()) << written.status().ToString();
+  auto opened = OpenModel(spec.shards > 1 && spec.format == "gguf" ? written->files[0].path : dir.File(name));
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  return std::move(opened).value();
+}
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
+  std::ifstream in(testing::CorpusDir() + "/reference.json");
+  const nlohmann::json reference = nlohmann::json::parse(in);
+  for (const std::string device : {"host", "sim"}) {
+    for (const auto& [relative, expected] : reference.items()) {
+      SCOPED_TRACE(device + " " + relative);
+      auto dir = OpenModel(testing::CorpusDir() + "/" + relative);
+      ASSERT_TRUE(dir.ok());
+      LoadOptions o;
+      o.checksum = true;
+      auto model = Load(*dir, Device(device), o);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      ExpectByteExact(*dir, **model);
+      for (const auto& t : expected["tensors"]) {
+        const TensorEntry* e = dir->Find(t["name"].get<std::string>());
+        const size_t i = static_cast<size_t>(e - dir->tensors.data());
+        EXPECT_EQ(HexDigest((*model)->checksums[i]), t["xxh3"].get<std::string>());
+      }
+    }
+  }
+}
+
+TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
+  testing::TempDir tmp;
+  SampleSpec gguf;
+  gguf.target_bytes = 24 << 20;
+  gguf.dtypes = {"F16", "Q8_0", "Q4_K", "BF16", "IQ2_XXS", "F32"};
+  SampleSpec shards;
+  shards.format = "safetensors";
+  shards.target_bytes = 24 << 20;
+  shards.shards = 3;
+  shards.dtypes = {"BF16", "F32", "F8_E4M3", "I8"};
+  std::vector<TensorDirectory> models = {Sample(tmp, "m.gguf", gguf),
+                                         Sample(tmp, "model.safetensors.index.json", shards)};
+  struct Config {
+    int threads;
+    uint64_t chunk;
+    uint64_t staging;
+  };
+  const Config configs[] = {
+      {1, 8 << 20, 256 << 20},    // one reader
+      {8, 8 << 20, 256 << 20},    // many readers
+      {4, 4096, 64 << 10},        // tiny chunks
+      {4, 64 << 20, 256 << 20},   // chunks larger than any tensor
+      {3, 1 << 20, 1 << 20},      // a budget smaller than one tensor
+  };
+  for (const TensorDirectory& dir : models) {
+    ASSERT_GT(dir.tensors.size(), 20u);
+    for (const std::string device : {"host", "sim"}) {
+      for (const Config& c : configs) {
+        SCOPED_TRACE(dir.files[0].path + " on " + device + " threads=" + std::to_string(c.threads) +
+                     " chunk=" + std::to_string(c.chunk) + " staging=" + std::to_string(c.staging));
+        LoadOptions o;
+        o.threads = c.threads;
+        o.chunk_bytes = c.chunk;
+        o.staging_bytes = c.staging;
+        o.checksum = true;
+        auto d = Device(device);
+        auto model = Load(dir, d, o);
+        ASSERT_TRUE(model.ok()) << model.status().ToString();
+        EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers,
+                  std::max<uint64_t>(c.staging, 2 * 4096));
+        EXPECT_EQ(d->live_pinned_allocations(), 0u);  // the staging pool is gone
+        ExpectByteExact(dir, **model);
+      }
+    }
+  }
+}
+
+TEST(LoaderTest, LargeModelLoadsByteExactOnSim) {
+  const char* env = std::getenv("HOIST_TEST_LARGE_MIB");
+  const uint64_t mib = env != nullptr ? std::strtoull(env, nullptr, 10) : 1536;
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = mib << 20;
+  spec.dtypes = {"F16", "Q4_K", "BF16", "Q8_0"};
+  TensorDirectory dir = Sample(tmp, "big.gguf", spec);
+  ASSERT_GE(dir.total_bytes(), (mib << 20) * 9 / 10);
+  LoadOptions o;
+  o.checksum = true;
+  o.staging_bytes = 64 << 20;
+  auto model = Load(dir, Device("sim:bandwidth=50GB/s,engines=2"), o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(dir, **model);
+}
+
+TEST(LoaderTest, CallerProvidedDestinationsAreFilledAndNotFreed) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 4 << 20;
+  TensorDirectory dir = Sample(tmp, "m.gguf", spec);
+  auto device = Device("sim");
+  std::vector<void*> mine;
+  LoadOptions o;
+  o.checksum = true;
+  o.destination = [&](size_t, const TensorEntry& t) -> Result<void*> {
+    HOIST_ASSIGN_OR_RETURN(void* p, device->AllocateDevice(t.nbytes));
+    mine.push_back(p);
+    return p;
+  };
+  {
+    auto model = Load(dir, device, o);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(dir, **model);
+  }
+  EXPECT_EQ(device->live_device_allocations(), mine.size());
+  for (void* p : mine) ASSERT_TRUE(device->FreeDevice(p).ok());
+}
+
+TEST(LoaderTest, LoadsASubsetByName) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 2 << 20;
+  TensorDirectory dir = Sample(tmp, "m.gguf", spec);
+  LoadOptions o;
+  o.names = {"output.weight", "blk.0.attn_q.weight"};
+  auto model = Load(dir, Device("host"), o);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ((*model)->report.tensors, 2u);
+  EXPECT_TRUE((*model)->loaded(dir.Find("output.weight") - dir.tensors.data()));
+  EXPECT_FALSE((*model)->loaded(0));
+  ExpectByteExact(dir, **model);
+  o.names = {"nope"};
+  EXPECT_EQ(Load(dir, Device("host"), o).status().code(), Code::kNotFound);
+}
+
+TEST(LoaderTest, DirectIoLoadsByteExactOrFallsBackSaying) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 8 << 20;
+  spec.format = "safetensors";  // unaligned offsets exercise the aligned reads
+  TensorDirectory dir = Sample(tmp, "m.safetensors", spec);
+  LoadOptions o;
+  o.io = IoMode::kDirect;
+  o.chunk_bytes = 1 << 20;
+  auto model = Load(dir, Device("sim"), o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(dir, **model);
+}
+
+// The fault matrix on sim: every fault ends in success or a clear error, within a bound.
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SampleSpec spec;
+    spec.target_bytes = 16 << 20;
+    dir_ = Sample(tmp_, "m.gguf", spec);
+  }
+  testing::TempDir tmp_;
+  TensorDirectory dir_;
+};
+
+TEST_F(FaultTest, StallAfterFailsNamingTheDeviceCopyStage) {
+  auto device = Device("sim:stall_after=4MiB");
+  LoadOptions o;
+  o.stall_timeout_s = 1;
+  const auto start = Clock::now();
+  auto model = Load(dir_, device, o);
+  const double s = SecondsSince(start);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kStalled);
+  EXPECT_NE(model.status().message().find("device copy stage on sim: chunk " + dir_.files[0].path + " at byte"),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_LT(s, 1 + 2.0);
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+TEST_F(FaultTest, FailCopyAfterIsADeviceErrorWithNothingLeftAllocated) {
+  auto device = Device("sim:fail_copy_after=5MiB");
+  auto model = Load(dir_, device, LoadOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kDeviceError);
+  EXPECT_NE(model.status().message().find("fail_copy_after"), std::string::npos);
+  EXPECT_NE(model.status().message().find("copying " + dir_.files[0].path + " at byte"), std::string::npos)
+      << model.status().message();
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+TEST_F(FaultTest, NoPinnedMemoryStagesInPageableMemoryWithAWarning) {
+  auto model = Load(dir_, Device("sim:pinned_limit=0"), LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_FALSE((*model)->report.pinned_staging);
+  ASSERT_FALSE((*model)->report.fallbacks.empty());
+  EXPECT_NE((*model)->report.fallbacks.back().find("no pinned memory"), std::string::npos);
+  ExpectByteExact(dir_, **model);
+}
+
+TEST_F(FaultTest, SomePinnedMemoryRetriesSmallerBuffers) {
+  LoadOptions o;
+  o.staging_bytes = 64 << 20;
+  auto model = Load(dir_, Device("sim:pinned_limit=6MiB"), o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_TRUE((*model)->report.pinned_staging);
+  EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers, 6u << 20);
+  EXPECT_FALSE((*model)->report.fallbacks.empty());
+  ExpectByteExact(dir_, **model);
+}
+
+TEST_F(FaultTest, NoPinnedMemoryOnADeviceThatRejectsPageableCopiesNeverHangs) {
+  LoadOptions o;
+  o.stall_timeout_s = 2;
+  const auto start = Clock::now();
+  auto model = Load(dir_, Device("sim:pinned_limit=0,reject_pageable=1"), o);
+  EXPECT_LT(SecondsSince(start), 2 + 2.0);
+  // hoist keeps pageable copies below the size that hangs, so the load completes.
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(dir_, **model);
+}
+
+LoadOptions WithFaults(FaultPlan plan, std::vector<FaultInjectionFile*>* opened = nullptr) {
+  LoadOptions o;
+  o.open_file = [plan, opened](const std::string& path, const OpenOptions& options) -> Result<std::unique_ptr<File>> {
+    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(path, options));
+    auto faulty = std::make_unique<FaultInjectionFile>(std::move(file), plan);
+    if (opened != nullptr) opened->push_back(faulty.get());
+    return std::unique_ptr<File>(std::move(faulty));
+  };
+  return o;
+}
+
+TEST_F(FaultTest, ShortReadsAndInterruptsStillLoadByteExact) {
+  FaultPlan plan;
+  plan.short_read_max = 65536 + 3;
+  plan.interrupt_every = 5;
+  LoadOptions o = WithFaults(plan);
+  o.checksum = true;
+  auto model = Load(dir_, Device("sim"), o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(dir_, **model);
+}
+
+TEST_F(FaultTest, EioFailsNamingFileAndOffset) {
+  FaultPlan plan;
+  plan.eio_at = 5'000'000;
+  auto device = Device("sim");
+  auto model = Load(dir_, device, WithFaults(plan));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kIoError);
+  EXPECT_EQ(model.status().message(), dir_.files[0].path + ": read failed at byte 5000000: Input/output error");
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+TEST_F(FaultTest, TruncationFailsNamingFileAndOffset) {
+  FaultPlan plan;
+  plan.truncate_at = 7'000'000;
+  LoadOptions o = WithFaults(plan);
+  o.threads = 1;  // so the chunk that holds the truncation point fails first
+  auto model = Load(dir_, Device("sim"), o);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kIoError);
+  EXPECT_NE(model.status().message().find(dir_.files[0].path + ": unexpected end of file at byte 7000000"),
+            std::string::npos)
+      << model.status().message();
+}
+
+TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
+  FaultPlan plan;
+  plan.hang_at = 3'000'000;
+  std::vector<FaultInjectionFile*> opened;
+  LoadOptions o = WithFaults(plan, &opened);
+  o.stall_timeout_s = 1;
+  const auto start = Clock::now();
+  auto model = Load(dir_, Device("sim"), o);
+  const double s = SecondsSince(start);
+  for (FaultInjectionFile* f : opened) f->Release();  // let the stuck reader go
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kStalled);
+  EXPECT_NE(model.status().message().find("read stage: reading " + dir_.files[0].path + " at byte"),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_LT(s, 1 + 2.0 + 1.5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+TEST_F(FaultTest, CancelEndsTheLoadPromptlyAndFreesEverything) {
+  auto device = Device("sim:bandwidth=20MB/s");
+  std::atomic<bool> cancel{false};
+  LoadOptions o;
+  o.cancel = &cancel;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cancel.store(true);
+  });
+  const auto start = Clock::now();
+  auto model = Load(dir_, device, o);
+  const double s = SecondsSince(start);
+  canceller.join();
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kCancelled);
+  EXPECT_LT(s, 0.2 + 2.0);
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+TEST_F(FaultTest, ProgressCallbackCanCancel) {
+  LoadOptions o;
+  int calls = 0;
+  o.progress = [&](const LoadProgress& p) {
+    EXPECT_LE(p.copied_bytes, p.total_bytes);
+    return ++calls < 2;
+  };
+  auto model = Load(dir_, Device("sim:bandwidth=50MB/s"), o);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kCancelled);
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(FaultTest, ProgressReportsEverythingAtTheEnd) {
+  LoadOptions o;
+  LoadProgress last;
+  o.progress = [&](const LoadProgress& p) {
+    last = p;
+    return true;
+  };
+  auto model = Load(dir_, Device("sim"), o);
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(last.copied_bytes, last.total_bytes);
+  EXPECT_EQ(last.total_bytes, (*model)->report.read_bytes);
+}
+
+TEST_F(FaultTest, DeviceOutOfMemoryIsADeviceError) {
+  auto model = Load(dir_, Device("sim:mem=1MiB"), LoadOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kDeviceError);
+}
+
+}  // namespace
+}  // namespace hoist
