@@ -1,0 +1,146 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "format/sample_model.h"
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::RunHoist;
+
+class LoadCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SampleSpec spec;
+    spec.target_bytes = 16 << 20;
+    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
+  }
+  testing::TempDir tmp_;
+  std::string model_;
+};
+
+TEST_F(LoadCliTest, JsonSummaryWithChecksumsMatchesTheReference) {
+  std::ifstream in(testing::CorpusDir() + "/reference.json");
+  const nlohmann::json reference = nlohmann::json::parse(in);
+  const std::string relative = "gguf/llama-2-tiny-random.gguf";
+  auto r = RunHoist({"load", testing::CorpusDir() + "/" + relative, "--device", "sim", "--checksum", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "sim");
+  EXPECT_EQ(j["tensor_count"], 12);
+  for (const char* key : {"bytes", "wall_s", "gbps", "phases", "staging", "peak_rss_bytes", "fallbacks"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* phase : {"open_parse_s", "plan_s", "allocate_s", "stream_s", "teardown_s"}) {
+    EXPECT_TRUE(j["phases"].contains(phase)) << phase;
+  }
+  std::map<std::string, std::string> xxh3;
+  for (const auto& t : j["tensors"]) {
+    EXPECT_EQ(t["device"], "sim");
+    xxh3[t["name"]] = t["xxh3"];
+  }
+  for (const auto& t : reference[relative]["tensors"]) EXPECT_EQ(xxh3.at(t["name"]), t["xxh3"]);
+}
+
+TEST_F(LoadCliTest, HumanSummaryNamesPhasesAndStaging) {
+  auto r = RunHoist({"load", model_, "--device", "host", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loaded "), std::string::npos);
+  EXPECT_NE(r.out.find("phases: open+parse"), std::string::npos);
+  EXPECT_NE(r.out.find("staging: 32 x 8.00 MiB pinned"), std::string::npos);
+  EXPECT_NE(r.out.find("peak RSS"), std::string::npos);
+}
+
+TEST_F(LoadCliTest, ProgressLinesOffATerminal) {
+  auto r = RunHoist({"load", model_, "--device", "sim:bandwidth=4MB/s", "--stall-timeout", "30"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("hoist: "), std::string::npos);
+  EXPECT_NE(r.err.find("GB/s, ETA"), std::string::npos);
+}
+
+TEST_F(LoadCliTest, VerifyPassesAndCatchesCorruption) {
+  auto ok = RunHoist({"verify", model_, "--device", "sim", "--quiet"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("all match"), std::string::npos);
+  auto bad = RunHoist({"verify", model_, "--device", "sim:corrupt_at=5000000", "--quiet"});
+  EXPECT_EQ(bad.exit_code, 5);
+  EXPECT_NE(bad.err.find("verify failed"), std::string::npos);
+  EXPECT_NE(bad.err.find("first difference at byte"), std::string::npos);
+}
+
+TEST_F(LoadCliTest, StallExitsThreeWithinTheTimeoutNamingTheStage) {
+  const auto start = Clock::now();
+  auto r = RunHoist({"load", model_, "--device", "sim:stall_after=2MiB", "--stall-timeout", "1", "--quiet"});
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("device copy stage on sim: chunk " + model_ + " at byte"), std::string::npos) << r.err;
+  EXPECT_LT(s, 1 + 2.0);
+}
+
+TEST_F(LoadCliTest, DeviceCopyFailureExitsFour) {
+  auto r = RunHoist({"load", model_, "--device", "sim:fail_copy_after=3MiB", "--quiet"});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("fail_copy_after"), std::string::npos) << r.err;
+}
+
+TEST_F(LoadCliTest, NoPinnedMemoryWarnsAndCompletes) {
+  auto r = RunHoist({"verify", model_, "--device", "sim:pinned_limit=0,reject_pageable=1", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: no pinned memory"), std::string::npos) << r.err;
+}
+
+TEST_F(LoadCliTest, BadInputsExitWithTheirCodes) {
+  EXPECT_EQ(RunHoist({"load", "/nonexistent.gguf", "--device", "host"}).exit_code, 1);
+  EXPECT_EQ(RunHoist({"load", model_, "--device", "tpu:0"}).exit_code, 1);
+  EXPECT_EQ(RunHoist({"load", model_, "--device", "sim:warp=9"}).exit_code, 1);
+  testing::Bytes b;
+  b.Raw("GGUF").Put<uint32_t>(9).Put<uint64_t>(0).Put<uint64_t>(0);
+  testing::WriteBytes(tmp_.File("bad.gguf"), b.data);
+  auto bad = RunHoist({"load", tmp_.File("bad.gguf"), "--device", "host"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "hoist: " + tmp_.File("bad.gguf") + ": unsupported GGUF version 9 (only versions 2 and 3) at byte 4\n");
+}
+
+TEST_F(LoadCliTest, SigtermEndsALoadWithin2Seconds) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    ::execl(HOIST_CLI, HOIST_CLI, "load", model_.c_str(), "--device", "sim:bandwidth=5MB/s", "--quiet",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const auto start = Clock::now();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (std::chrono::duration<double>(Clock::now() - start).count() > 10) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "hoist did not end within 10 s of SIGTERM";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  EXPECT_LT(s, 2.0);
+}
+
+}  // namespace
+}  // namespace hoist
