@@ -62,13 +62,13 @@ int Report(const Status& status) {
 
 void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
   const LoadReport& r = model.report;
-  const double wall = r.wall_s + r.phases.open_parse;
+  const double wall = r.wall_s + r.phases.open_parse + r.phases.device_open;
   std::printf("loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
               FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
               FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),
               FormatRate(r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream : 0).c_str());
-  std::printf("  phases: open+parse %.1f ms, plan %.1f ms, allocate %.1f ms, stream %.1f ms, teardown %.1f ms\n",
-              r.phases.open_parse * 1e3, r.phases.plan * 1e3, r.phases.allocate * 1e3,
+  std::printf("  phases: open+parse %.1f ms, device open %.1f ms, plan %.1f ms, allocate %.1f ms, stream %.1f ms, teardown %.1f ms\n",
+              r.phases.open_parse * 1e3, r.phases.device_open * 1e3, r.phases.plan * 1e3, r.phases.allocate * 1e3,
               r.phases.stream * 1e3, r.phases.teardown * 1e3);
   std::printf("  staging: %zu x %s %s (%s), %d reader threads, %s chunks, %s I/O\n", r.staging_buffers,
               FormatBytes(r.staging_buffer_bytes).c_str(), r.pinned_staging ? "pinned" : "pageable",
@@ -111,8 +111,10 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   *dir = std::move(opened).value();
   const double open_parse = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
+  const auto device_start = std::chrono::steady_clock::now();
   auto device = OpenDevice(f.device);
   if (!device.ok()) return Report(device.status());
+  const double device_open = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
   LoadOptions options;
   options.threads = f.threads;
   options.chunk_bytes = static_cast<uint64_t>(f.chunk_mib * static_cast<double>(kMiB));
@@ -134,6 +136,7 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
     return code;
   }
   (*loaded)->report.phases.open_parse = open_parse;
+  (*loaded)->report.phases.device_open = device_open;
   for (const std::string& fb : (*loaded)->report.fallbacks) std::fprintf(stderr, "hoist: warning: %s\n", fb.c_str());
   *out = std::move(loaded).value();
   return -1;

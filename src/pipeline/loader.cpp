@@ -316,7 +316,9 @@ Status DescribeStall(LoadJob& job, double idle_s) {
 
 }  // namespace
 
-int DefaultReaderThreads() { return std::clamp(CpuCount(), 2, 8); }
+// Measured on a 16-core H200 machine (docs/PERFORMANCE.md): 12 readers fed the link best; one
+// reader per core left none for the completion poller and the copies' driver work.
+int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
 
 LoadedModel::~LoadedModel() {
   if (allocation != nullptr && device) (void)device->FreeDevice(allocation);
@@ -414,11 +416,6 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     report.chunk_bytes = chunk_bytes;
     report.chunks = job->plan.chunks.size();
   }
-  const StagingPoolReport& pool = job->pool->report();
-  report.staging_buffer_bytes = pool.buffer_bytes;
-  report.staging_buffers = pool.buffers;
-  report.pinned_staging = pool.pinned;
-  report.fallbacks.insert(report.fallbacks.end(), pool.fallbacks.begin(), pool.fallbacks.end());
   if (options.checksum) {
     job->hash_next.assign(dir.tensors.size(), 0);
     job->hashes.resize(dir.tensors.size());
@@ -468,6 +465,11 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     }
   }
   report.phases.stream = Seconds(stream_start);
+  const StagingPoolReport pool = job->pool->report();
+  report.staging_buffer_bytes = pool.buffer_bytes;
+  report.staging_buffers = pool.buffers;
+  report.pinned_staging = pool.pinned;
+  report.fallbacks.insert(report.fallbacks.end(), pool.fallbacks.begin(), pool.fallbacks.end());
 
   // Teardown: stop the threads, give stuck ones a grace period, then leave them behind.
   const Clock::time_point teardown_start = Clock::now();

@@ -52,7 +52,8 @@ struct LoadOptions {
 };
 
 struct PhaseSeconds {
-  double open_parse = 0;  // filled by the caller that opened the model
+  double open_parse = 0;   // filled by the caller that opened the model
+  double device_open = 0;  // filled by the caller that opened the device (GPU context)
   double plan = 0;
   double allocate = 0;    // device allocation and the staging pool
   double stream = 0;      // reads and copies

@@ -5,7 +5,7 @@ namespace hoist {
 const char* IoModeName(IoMode mode) { return mode == IoMode::kDirect ? "direct" : "buffered"; }
 
 nlohmann::ordered_json ReportToJson(const LoadReport& r) {
-  const double wall = r.wall_s + r.phases.open_parse;
+  const double wall = r.wall_s + r.phases.open_parse + r.phases.device_open;
   nlohmann::ordered_json j;
   j["device"] = r.device;
   j["tensor_count"] = r.tensors;
@@ -14,8 +14,10 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
   j["wall_s"] = wall;
   j["gbps"] = wall > 0 ? static_cast<double>(r.tensor_bytes) / wall / 1e9 : 0.0;
   j["stream_gbps"] = r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream / 1e9 : 0.0;
-  j["time_to_first_byte_s"] = r.phases.open_parse + r.phases.plan + r.phases.allocate;
+  j["time_to_first_byte_s"] =
+      r.phases.open_parse + r.phases.device_open + r.phases.plan + r.phases.allocate;
   j["phases"] = {{"open_parse_s", r.phases.open_parse},
+                 {"device_open_s", r.phases.device_open},
                  {"plan_s", r.phases.plan},
                  {"allocate_s", r.phases.allocate},
                  {"stream_s", r.phases.stream},

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets everything up, builds hoist, writes a sample model (256 MiB, shaped like a llama
+# checkpoint, mixed dtypes) and loads it onto the best device present (the first GPU if one is
+# usable, else host memory), verifying every byte. Usage: scripts/demo.sh [MODEL] [DEVICE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$(nproc)" --target hoist_cli
+model=${1:-}
+if [ -z "$model" ]; then
+  model=${TMPDIR:-/tmp}/hoist-sample.gguf
+  [ -f "$model" ] || ./build/hoist make-sample "$model" --size 256MiB --dtypes F16,BF16,Q8_0,Q4_K
+fi
+./build/hoist inspect "$model" | head -12
+./build/hoist verify "$model" --device "${2:-auto}"
