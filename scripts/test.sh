@@ -28,14 +28,14 @@ for stage in "${stages[@]}"; do
       cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHOIST_CUDA=OFF -DHOIST_BUILD_BENCH=OFF \
         -DHOIST_SANITIZE=address,undefined >/dev/null
       cmake --build build-asan -j "$jobs"
-      ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
+      HOIST_TEST_TIME_SCALE=3 HOIST_TEST_LARGE_MIB=256 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
       ;;
     tsan)
       banner "ThreadSanitizer"
       cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_CUDA=OFF \
         -DHOIST_BUILD_BENCH=OFF -DHOIST_SANITIZE=thread >/dev/null
       cmake --build build-tsan -j "$jobs"
-      TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$jobs"
+      HOIST_TEST_TIME_SCALE=5 HOIST_TEST_LARGE_MIB=128 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$jobs"
       ;;
     fuzz)
       banner "fuzzers (short bounded runs)"

@@ -13,6 +13,11 @@ namespace hoist::testing {
 
 std::string CorpusDir() { return HOIST_CORPUS_DIR; }
 
+double TimeBound(double seconds) {
+  const char* scale = std::getenv("HOIST_TEST_TIME_SCALE");
+  return scale != nullptr ? seconds * std::strtod(scale, nullptr) : seconds;
+}
+
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "hoist-test-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");

@@ -56,6 +56,9 @@ class Bytes {
   std::vector<unsigned char> data;
 };
 
+// A time bound for a test, stretched by HOIST_TEST_TIME_SCALE (sanitizer builds run slower).
+double TimeBound(double seconds);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;

@@ -35,6 +35,7 @@ class CheckedDevice {
                                                         int queue, bool external = false);
   Status CopyToHost(void* dst, const void* src, uint64_t n, bool external = false);
   bool Abandon();
+  bool CanAbandon() const { return backend_->CanAbandon(); }
 
   // Live allocations made through this object: device and pinned.
   size_t live_device_allocations() const;

@@ -63,11 +63,10 @@ std::unique_ptr<CopyHandle> CopyEngine::Submit(Job job) {
 
 void CopyEngine::Abandon() {
   std::unique_lock<std::mutex> lock(mutex_);
-  stopping_ = true;
   for (auto& p : queue_) p->state.store(3, std::memory_order_release);
   queue_.clear();
-  wake_.notify_all();
   idle_.wait(lock, [this] { return running_ == 0; });
+  hung_ = false;  // what hung was dropped; the engine takes new copies again
 }
 
 void CopyEngine::Run() {

@@ -33,8 +33,8 @@ class CopyEngine {
   CopyEngine& operator=(const CopyEngine&) = delete;
 
   std::unique_ptr<CopyHandle> Submit(Job job);
-  // Abandons every job not yet finished (their handles report an error) and wakes a hung
-  // engine so it stops for good. After it returns no job touches memory again.
+  // Abandons every job not yet run (their handles report an error) and waits for the ones
+  // running. After it returns no abandoned job touches memory; new jobs are taken as before.
   void Abandon();
 
  private:

@@ -52,9 +52,12 @@ class Device {
   // Copies device memory to host memory and waits for it (used by verify).
   virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
 
-  // After a stall: stops copies that can be stopped. Returns true when no copy can touch
-  // memory any more, so freeing it is safe; false when the device cannot promise that.
+  // Stops copies in flight. Returns true when no copy can touch memory any more, so freeing
+  // it is safe; false when the device cannot promise that (a GPU whose engine hung).
   virtual bool Abandon() { return false; }
+  // Whether Abandon() is cheap and always succeeds (host, sim): then a stopped load need not
+  // wait for copies in flight.
+  virtual bool CanAbandon() const { return false; }
 };
 
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the

@@ -47,6 +47,7 @@ class HostDevice final : public Device {
     engine_.Abandon();
     return true;
   }
+  bool CanAbandon() const override { return true; }
 
  private:
   int workers_;

@@ -97,6 +97,7 @@ class SimDevice final : public Device {
     engine_.Abandon();
     return true;
   }
+  bool CanAbandon() const override { return true; }
 
  private:
   bool IsPinned(const void* src, uint64_t n) {

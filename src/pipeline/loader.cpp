@@ -30,11 +30,11 @@ double Seconds(Clock::time_point since) {
 }
 
 constexpr auto kPoll = std::chrono::milliseconds(50);
-// After a stop, copies already in flight get this long to finish before they are abandoned.
+// After a stop, copies in flight on a device that cannot abandon them get this long to finish.
 constexpr auto kDrainGrace = std::chrono::milliseconds(1000);
 // Threads that do not return within this after a stop (a read stuck in the kernel) are left
 // behind, holding what they use.
-constexpr auto kJoinGrace = std::chrono::milliseconds(500);
+constexpr auto kJoinGrace = std::chrono::milliseconds(800);
 
 // A chunk whose copies are in flight.
 struct InFlight {
@@ -220,7 +220,6 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
 void CompletionLoop(const std::shared_ptr<LoadJob>& job_ptr) {
   LoadJob& job = *job_ptr;
   const size_t total = job.plan.chunks.size();
-  Clock::time_point drain_deadline{};
   std::vector<std::shared_ptr<InFlight>> snapshot;
   for (;;) {
     {
@@ -232,10 +231,7 @@ void CompletionLoop(const std::shared_ptr<LoadJob>& job_ptr) {
       }
       snapshot.assign(job.inflight.begin(), job.inflight.end());
     }
-    if (job.stop.load()) {
-      if (drain_deadline == Clock::time_point{}) drain_deadline = Clock::now() + kDrainGrace;
-      if (Clock::now() > drain_deadline) break;
-    }
+    if (job.stop.load()) break;  // the coordinator drains or abandons what is left
     bool progressed = false;
     std::vector<InFlight*> finished;
     for (const auto& e : snapshot) {
@@ -478,7 +474,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   job->hash_cv.notify_all();
   {
     std::unique_lock<std::mutex> lock(job->exit_mutex);
-    job->exit_cv.wait_for(lock, kDrainGrace + kJoinGrace, [&] { return job->running == 0; });
+    job->exit_cv.wait_for(lock, kJoinGrace, [&] { return job->running == 0; });
   }
   for (std::thread& t : threads) t.detach();  // each holds the job; the finished ones are gone
   Status status;
@@ -490,22 +486,41 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     status = Status::Internal("load ended with " + std::to_string(job->chunks_done.load()) +
                               " of " + std::to_string(total_chunks) + " chunks done");
   }
+  // Copies still in flight may read staging buffers and write destinations: give them a last
+  // chance to complete, then stop the device or, if it cannot promise to stop, leave their
+  // memory allocated rather than free it under them.
+  const bool all_exited = job->running == 0;  // else a stuck thread still holds a buffer
   {
     std::lock_guard<std::mutex> lock(job->inflight_mutex);
-    if (!job->orphans.empty() || job->running != 0) {
-      // Copies that never completed may still read staging buffers and write destinations.
-      if (device->Abandon()) {
-        job->orphans.clear();
-      } else {
-        for (auto& o : job->orphans) o->buffer.Abandon();
-        device->set_free_on_destroy(false);
-        if (model->allocation != nullptr) model->allocation = nullptr;  // leaked on purpose
-        status = status.WithContext("the device did not stop its copies; its memory is left "
-                                    "allocated until the process exits");
+    for (auto& e : job->inflight) job->orphans.push_back(e);
+    job->inflight.clear();
+  }
+  if (!job->orphans.empty() && device->CanAbandon() && device->Abandon()) job->orphans.clear();
+  const Clock::time_point drain_end = Clock::now() + kDrainGrace;
+  for (;;) {
+    std::erase_if(job->orphans, [](const std::shared_ptr<InFlight>& e) {
+      while (e->completed < e->copies.size()) {
+        auto done = e->copies[e->completed]->Poll();
+        if (done.ok() && !done.value()) return false;
+        ++e->completed;  // complete, or failed: either way the device is done with it
       }
+      return true;
+    });
+    if (job->orphans.empty() || Clock::now() > drain_end) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!job->orphans.empty() || !all_exited) {
+    if (device->Abandon()) {
+      job->orphans.clear();
+    } else {
+      for (auto& o : job->orphans) o->buffer.Abandon();
+      job->orphans.clear();
+      device->set_free_on_destroy(false);
+      model->allocation = nullptr;  // leaked on purpose
+      status = status.WithContext("the device did not stop its copies; its memory is left "
+                                  "allocated until the process exits");
     }
   }
-  const bool all_exited = job->running == 0;  // else a stuck thread still holds a buffer
   if (!status.ok()) {
     if (all_exited) job->pool.reset();
     return status;
