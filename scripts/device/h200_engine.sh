@@ -46,8 +46,8 @@ log "hoist load, warm, defaults (x3)"
 for i in 1 2 3; do record warm_default "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet)"; done
 
 log "sweep: threads x chunk, warm"
-for t in 4 8 12 16; do
-  for c in 4 8 16 32; do
+for t in 8 12 16; do
+  for c in 4 8 16; do
     record "sweep_t${t}_c${c}" "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --threads $t --chunk $c)"
   done
 done
@@ -68,12 +68,29 @@ drop_caches; record cold_direct "$($BIN/hoist load "$MODEL" --device "$DEVICE" -
 drop_caches; record cold_buffered "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet)"
 drop_caches; record ceiling_cold_buffered "$($BIN/bench/hoist_ceilings read "$MODEL" --threads 8 --chunk-mib 16)"
 
+if [ "${HOIST_PEERS:-1}" = 1 ] && python3 -c "import safetensors, torch" 2>/dev/null; then
+  ST=$MODEL_DIR/model.safetensors
+  log "safetensors side by side: a $SIZE safetensors model"
+  rm -f "$MODEL"  # room on the disk
+  $BIN/hoist make-sample "$ST" --format safetensors --size "$SIZE" --dtypes BF16,F16 --seed 8 2>&1 | tee -a "$OUT/log.txt"
+  sync
+  cat "$ST" >/dev/null
+  for i in 1 2; do record st_hoist_warm "$($BIN/hoist load "$ST" --device "$DEVICE" --json --quiet)"; done
+  record st_peer_warm "$(python3 bench/peers/safetensors_peer.py "$ST" --mode load_file 2>>"$OUT/log.txt")"
+  record st_peer_warm "$(python3 bench/peers/safetensors_peer.py "$ST" --mode safe_open 2>>"$OUT/log.txt")"
+  drop_caches; record st_peer_cold "$(python3 bench/peers/safetensors_peer.py "$ST" --mode load_file 2>>"$OUT/log.txt")"
+  drop_caches; record st_hoist_cold "$($BIN/hoist load "$ST" --device "$DEVICE" --json --quiet --io direct)"
+  drop_caches; record st_ceiling_cold "$($BIN/bench/hoist_ceilings read "$ST" --threads 8 --chunk-mib 16 --direct)"
+fi
+
 log "summary"
 python3 - "$RESULTS" <<'PY' | tee "$OUT/summary.txt"
 import json,sys
 rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 for r in rows:
-    if r.get("what"):
+    if r.get("strategy"):
+        print(f'{r["label"]:24s} {r["strategy"]:30s} {r["gbps"]:7.2f} GB/s  ({r["seconds"]:.2f} s, {r["bytes"]>>20} MiB)')
+    elif r.get("what"):
         print(f'{r["label"]:24s} {r["what"]:16s} {r.get("copy_bytes",r.get("chunk_bytes",0))>>20:5d} MiB  t={r.get("threads","-")}  {r["gbps"]:7.2f} GB/s')
     else:
         print(f'{r["label"]:24s} load {r.get("io","?"):9s} t={r.get("threads")} chunk={r.get("chunk_bytes",0)>>20} MiB  {r.get("gbps",0):6.2f} GB/s wall, {r.get("stream_gbps",0):6.2f} GB/s stream, TTFB {r.get("time_to_first_byte_s",0)*1e3:6.1f} ms, RSS {r.get("peak_rss_bytes",0)>>20} MiB')

@@ -62,7 +62,7 @@ int Report(const Status& status) {
 
 void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
   const LoadReport& r = model.report;
-  const double wall = r.wall_s + r.phases.open_parse + r.phases.device_open;
+  const double wall = r.wall_s + r.phases.open_parse;  // the device's open is shown apart
   std::printf("loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
               FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
               FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),

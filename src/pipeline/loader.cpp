@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -43,7 +44,22 @@ struct InFlight {
   std::vector<std::unique_ptr<CopyHandle>> copies;
   size_t completed = 0;  // copies[0, completed) are known done
   std::atomic<bool> hashed{false};
+  size_t unhashed = 0;  // segments not yet fed to their tensor's checksum (hash_mutex)
   int64_t submitted_ns = 0;
+};
+
+// A staged piece of a tensor waiting for its turn in the tensor's checksum.
+struct PendingHash {
+  const unsigned char* data = nullptr;
+  uint64_t length = 0;
+  std::shared_ptr<InFlight> entry;  // holds the staging buffer until hashed
+};
+
+struct TensorHash {
+  Xxh3Stream stream;
+  uint64_t next = 0;   // next tensor offset to feed
+  bool busy = false;   // a thread is feeding it now
+  std::map<uint64_t, PendingHash> pending;  // by tensor offset
 };
 
 struct ReaderState {
@@ -81,12 +97,10 @@ struct LoadJob {
   std::deque<std::shared_ptr<InFlight>> inflight;
   std::vector<std::shared_ptr<InFlight>> orphans;  // copies that never completed
 
-  // Per-tensor checksums, fed in tensor order (chunks are taken in order, so the earliest
-  // unhashed piece always belongs to a chunk that holds a buffer: no deadlock).
+  // Per-tensor checksums, fed in tensor order by whichever reader holds the next piece; no
+  // reader waits for another (pieces that arrive early wait in `pending`, holding buffers).
   std::mutex hash_mutex;
-  std::condition_variable hash_cv;
-  std::vector<uint64_t> hash_next;  // next tensor offset to hash
-  std::vector<Xxh3Stream> hashes;
+  std::vector<TensorHash> hashes;
 
   std::mutex exit_mutex;
   std::condition_variable exit_cv;
@@ -99,7 +113,6 @@ struct LoadJob {
     }
     stop.store(true);
     inflight_cv.notify_all();
-    hash_cv.notify_all();
   }
 
   std::string Where(const Chunk& c) const {
@@ -147,21 +160,37 @@ Result<const unsigned char*> ReadChunk(LoadJob& job, const Chunk& c, unsigned ch
   return buffer + (c.offset - begin);
 }
 
-void HashChunk(LoadJob& job, const Chunk& c, const unsigned char* data) {
-  for (const Segment& s : c.segments) {
-    std::unique_lock<std::mutex> lock(job.hash_mutex);
-    job.hash_cv.wait(lock, [&] {
-      return job.stop.load() || job.hash_next[s.tensor] == s.tensor_offset;
-    });
-    if (job.stop.load()) return;
+// Feeds tensor t's checksum with every piece that is next in line, unless another thread is
+// already doing so (it will find the pieces registered meanwhile).
+void DrainHash(LoadJob& job, uint32_t t) {
+  std::unique_lock<std::mutex> lock(job.hash_mutex);
+  TensorHash& h = job.hashes[t];
+  if (h.busy) return;
+  h.busy = true;
+  for (;;) {
+    auto it = h.pending.find(h.next);
+    if (it == h.pending.end()) break;
+    PendingHash piece = std::move(it->second);
+    h.pending.erase(it);
     lock.unlock();
-    // Only this thread may feed the tensor now: its predecessor is done, its successor waits.
-    job.hashes[s.tensor].Update(data + s.chunk_offset, s.length);
+    h.stream.Update(piece.data, piece.length);  // only the busy thread touches the stream
     lock.lock();
-    job.hash_next[s.tensor] += s.length;
-    lock.unlock();
-    job.hash_cv.notify_all();
+    h.next += piece.length;
+    if (--piece.entry->unhashed == 0) piece.entry->hashed.store(true, std::memory_order_release);
   }
+  h.busy = false;
+}
+
+void HashChunk(LoadJob& job, const Chunk& c, const unsigned char* data,
+               const std::shared_ptr<InFlight>& entry) {
+  {
+    std::lock_guard<std::mutex> lock(job.hash_mutex);
+    entry->unhashed = c.segments.size();
+    for (const Segment& s : c.segments) {
+      job.hashes[s.tensor].pending[s.tensor_offset] = {data + s.chunk_offset, s.length, entry};
+    }
+  }
+  for (const Segment& s : c.segments) DrainHash(job, s.tensor);
 }
 
 void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
@@ -209,10 +238,12 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     }
     job.inflight_cv.notify_all();
     if (job.stop.load()) break;
-    if (job.checksum) HashChunk(job, c, data.value());
-    entry->hashed.store(true, std::memory_order_release);
+    if (job.checksum && !c.segments.empty()) {
+      HashChunk(job, c, data.value(), entry);
+    } else {
+      entry->hashed.store(true, std::memory_order_release);
+    }
   }
-  job.Exited();
 }
 
 // Polls the copies in flight in order, recycling buffers as copies complete. Copies are polled
@@ -272,7 +303,6 @@ void CompletionLoop(const std::shared_ptr<LoadJob>& job_ptr) {
     }
     job.inflight.clear();
   }
-  job.Exited();
 }
 
 // Names the stage that stopped moving, for the watchdog's error.
@@ -412,10 +442,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     report.chunk_bytes = chunk_bytes;
     report.chunks = job->plan.chunks.size();
   }
-  if (options.checksum) {
-    job->hash_next.assign(dir.tensors.size(), 0);
-    job->hashes.resize(dir.tensors.size());
-  }
+  if (options.checksum) job->hashes = std::vector<TensorHash>(dir.tensors.size());
   report.phases.allocate = Seconds(allocate_start);
 
   // Stream.
@@ -424,8 +451,17 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   job->last_progress_ns.store(NowNs());
   job->running = job->threads + 1;
   std::vector<std::thread> threads;
-  for (int r = 0; r < job->threads; ++r) threads.emplace_back(ReaderLoop, job, r);
-  threads.emplace_back(CompletionLoop, job);
+  // Each thread reports its exit only after everything it held (buffers) is released.
+  for (int r = 0; r < job->threads; ++r) {
+    threads.emplace_back([job, r] {
+      ReaderLoop(job, r);
+      job->Exited();
+    });
+  }
+  threads.emplace_back([job] {
+    CompletionLoop(job);
+    job->Exited();
+  });
 
   const int64_t stall_ns = static_cast<int64_t>(options.stall_timeout_s * 1e9);
   const size_t total_chunks = job->plan.chunks.size();
@@ -471,7 +507,6 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   const Clock::time_point teardown_start = Clock::now();
   job->stop.store(true);
   job->inflight_cv.notify_all();
-  job->hash_cv.notify_all();
   {
     std::unique_lock<std::mutex> lock(job->exit_mutex);
     job->exit_cv.wait_for(lock, kJoinGrace, [&] { return job->running == 0; });
@@ -522,12 +557,15 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     }
   }
   if (!status.ok()) {
-    if (all_exited) job->pool.reset();
+    if (all_exited) {
+      job->hashes.clear();  // pieces waiting for their checksum hold staging buffers
+      job->pool.reset();
+    }
     return status;
   }
   if (options.checksum) {
     model->checksums.assign(dir.tensors.size(), 0);
-    for (uint32_t i : job->plan.tensors) model->checksums[i] = job->hashes[i].Digest();
+    for (uint32_t i : job->plan.tensors) model->checksums[i] = job->hashes[i].stream.Digest();
   }
   if (options.progress) options.progress(snapshot());
   if (all_exited) job->pool.reset();
