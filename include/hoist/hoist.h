@@ -56,7 +56,7 @@ typedef struct hoist_load_options {
   const char* device;         /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
   int threads;                /* reader threads; 0: chosen from the machine */
   uint64_t chunk_bytes;       /* 0: default (8 MiB) */
-  uint64_t staging_bytes;     /* staging budget; 0: default (256 MiB) */
+  uint64_t staging_bytes;     /* staging budget; 0: default (128 MiB) */
   double stall_timeout_s;     /* 0: default (60 s) */
   int checksum;               /* nonzero: XXH3-64 of every tensor */
   int direct_io;              /* nonzero: bypass the page cache */

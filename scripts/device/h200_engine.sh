@@ -18,6 +18,8 @@ record() { # record LABEL JSON
   python3 -c 'import json,sys; d=json.loads(sys.argv[2]); d["label"]=sys.argv[1]; print(json.dumps(d))' "$1" "$2" >>"$RESULTS" \
     || echo "{\"label\":\"$1\",\"unparsed\":true}" >>"$RESULTS"
 }
+SECTIONS=${HOIST_SECTIONS:-ceilings,warm,sweep,verify,cold,peers}
+want() { [[ ",$SECTIONS," == *",$1,"* ]]; }
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "cannot drop caches here" >>"$OUT/log.txt"; }
 
 log "machine"
@@ -35,24 +37,39 @@ sync
 echo "written and synced in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
 $BIN/hoist inspect "$MODEL" | tail -8 | tee -a "$OUT/log.txt"
 
-log "ceilings (warm page cache)"
 cat "$MODEL" >/dev/null
+if want ceilings; then
+log "ceilings (warm page cache)"
 for mib in 64 16 8 4 1; do
   out=$($BIN/bench/hoist_ceilings h2d --mib-per-copy $mib --total-gib 8 2>>"$OUT/log.txt") && record ceiling "$out"
 done
 for t in 8 16; do record ceiling "$($BIN/bench/hoist_ceilings read "$MODEL" --threads $t --chunk-mib 8)"; done
+fi
 
+if want warm; then
 log "hoist load, warm, defaults (x3)"
 for i in 1 2 3; do record warm_default "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet)"; done
+fi
+if want checksum; then
+log "hoist load --checksum, warm (x2)"
+for i in 1 2; do record warm_checksum "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --checksum | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("tensors"); print(json.dumps(d))')"; done
+fi
+if want staging; then
+log "staging budget, warm"
+for m in 64 128 512; do record "staging_${m}" "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --staging $m)"; done
+fi
 
+if want sweep; then
 log "sweep: threads x chunk, warm"
 for t in 8 12 16; do
   for c in 4 8 16; do
     record "sweep_t${t}_c${c}" "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --threads $t --chunk $c)"
   done
 done
+fi
 
-log "verify byte-exact on cuda:0, warm (checksums too)"
+if want verify; then
+log "verify byte-exact on $DEVICE, warm (checksums too)"
 timeout 300 $BIN/hoist verify "$MODEL" --device "$DEVICE" --quiet --checksum --json >"$OUT/verify.json" 2>>"$OUT/log.txt"
 echo "verify exit code $?" | tee -a "$OUT/log.txt"
 python3 - "$OUT/verify.json" <<'PY' | tee -a "$OUT/log.txt"
@@ -61,14 +78,17 @@ d=json.load(open(sys.argv[1]))
 print("verified:", d.get("verified"), "tensors:", d.get("tensor_count"), "bytes:", d.get("bytes"),
       "load GB/s:", round(d.get("gbps",0),2), "verify s:", round(d.get("verify_s",0),1), "peak RSS MiB:", d.get("peak_rss_bytes",0)>>20)
 PY
+fi
 
+if want cold; then
 log "cold: O_DIRECT read ceiling, then hoist direct and buffered"
 drop_caches; record ceiling_cold "$($BIN/bench/hoist_ceilings read "$MODEL" --threads 8 --chunk-mib 16 --direct)"
 drop_caches; record cold_direct "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --io direct)"
 drop_caches; record cold_buffered "$($BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet)"
 drop_caches; record ceiling_cold_buffered "$($BIN/bench/hoist_ceilings read "$MODEL" --threads 8 --chunk-mib 16)"
+fi
 
-if [ "${HOIST_PEERS:-1}" = 1 ] && python3 -c "import safetensors, torch" 2>/dev/null; then
+if want peers && python3 -c "import safetensors, torch" 2>/dev/null; then
   ST=$MODEL_DIR/model.safetensors
   log "safetensors side by side: a $SIZE safetensors model"
   rm -f "$MODEL"  # room on the disk

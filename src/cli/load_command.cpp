@@ -28,7 +28,7 @@ struct LoadFlags {
   bool quiet = false;
   int threads = 0;
   double chunk_mib = 0;
-  double staging_mib = 256;
+  double staging_mib = 128;
   double stall_timeout = 60;
   std::string io = "buffered";
 };
@@ -43,7 +43,7 @@ void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
   cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 8)")->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default 256)")
+  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default 128)")
       ->check(CLI::Range(0.01, 1048576.0));
   cmd->add_option("--stall-timeout", f.stall_timeout,
                   "seconds without progress before the load fails with exit 3 (default 60)")

@@ -35,7 +35,7 @@ using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string
 struct LoadOptions {
   int threads = 0;                       // reader threads; 0: chosen from the machine
   uint64_t chunk_bytes = 0;              // bytes per read; 0: default (8 MiB)
-  uint64_t staging_bytes = 256ull << 20;  // the staging pool's budget
+  uint64_t staging_bytes = 128ull << 20;  // the staging pool's budget
   double stall_timeout_s = 60;           // no progress this long ends the load (kStalled)
   bool checksum = false;                 // XXH3-64 of every tensor, over its staged bytes
   IoMode io = IoMode::kBuffered;
