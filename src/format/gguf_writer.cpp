@@ -112,13 +112,8 @@ Result<TensorDirectory> WriteGguf(const std::string& path,
   }
   if (!tensors.empty()) file_size = AlignUp(file_size, alignment);
 
-  HOIST_ASSIGN_OR_RETURN(auto out, CreateWritableFile(path));
-  HOIST_RETURN_IF_ERROR(out->Truncate(file_size));
-  HOIST_RETURN_IF_ERROR(out->WriteAt(0, w.bytes().data(), w.bytes().size()));
-  HOIST_RETURN_IF_ERROR(WriteTensorData(*out, dir, fill));
-  HOIST_RETURN_IF_ERROR(out->Close());
-  dir.files.push_back({path, file_size});
-  dir.IndexNames();
+  const std::string header(w.bytes().begin(), w.bytes().end());
+  HOIST_RETURN_IF_ERROR(WriteModelFile(path, header, file_size, dir, fill));
   return dir;
 }
 

@@ -35,15 +35,10 @@ Result<TensorDirectory> WriteSafetensors(const std::string& path,
   for (TensorEntry& t : dir.tensors) t.offset += data_start;
   const uint64_t file_size = data_start + offset;
 
-  HOIST_ASSIGN_OR_RETURN(auto out, CreateWritableFile(path));
-  HOIST_RETURN_IF_ERROR(out->Truncate(file_size));
   const uint64_t length = text.size();
-  HOIST_RETURN_IF_ERROR(out->WriteAt(0, &length, 8));
-  HOIST_RETURN_IF_ERROR(out->WriteAt(8, text.data(), text.size()));
-  HOIST_RETURN_IF_ERROR(WriteTensorData(*out, dir, fill));
-  HOIST_RETURN_IF_ERROR(out->Close());
-  dir.files.push_back({path, file_size});
-  dir.IndexNames();
+  std::string prefix(reinterpret_cast<const char*>(&length), 8);
+  prefix += text;
+  HOIST_RETURN_IF_ERROR(WriteModelFile(path, prefix, file_size, dir, fill));
   return dir;
 }
 
