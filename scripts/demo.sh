@@ -12,5 +12,9 @@ if [ -z "$model" ]; then
   model=${TMPDIR:-/tmp}/hoist-sample.gguf
   [ -f "$model" ] || ./build/hoist make-sample "$model" --size 256MiB --dtypes F16,BF16,Q8_0,Q4_K
 fi
-./build/hoist inspect "$model" | head -12
+summary=$(mktemp)
+./build/hoist inspect "$model" >"$summary"
+head -12 "$summary" && echo "  ..." && tail -7 "$summary"
+rm -f "$summary"
+echo
 ./build/hoist verify "$model" --device "${2:-auto}"
