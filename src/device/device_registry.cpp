@@ -17,9 +17,8 @@ int GpuDeviceCount();
 
 namespace {
 
-constexpr int kGpuStreams = 8;
-
 #if defined(HOIST_HAVE_GPU)
+constexpr int kGpuStreams = 8;
 #if defined(HOIST_GPU_HIP)
 constexpr const char* kGpuPrefix = "hip";
 #else

@@ -242,7 +242,7 @@ class GgufParser {
       for (uint32_t d = 0; d < n_dims; ++d) {
         HOIST_RETURN_IF_ERROR(in_.ReadScalar(&ne[d], "a tensor's dimensions"));
         if (ne[d] > static_cast<uint64_t>(INT64_MAX)) {
-          return in_.Invalid(dims_at + 4 + 8 * d, "tensor '" + t.name + "' dimension " +
+          return in_.Invalid(dims_at + 4 + uint64_t{8} * d, "tensor '" + t.name + "' dimension " +
                                                       std::to_string(d) + " is negative");
         }
       }

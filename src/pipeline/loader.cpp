@@ -351,7 +351,7 @@ LoadedModel::~LoadedModel() {
 }
 
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
-                                          std::shared_ptr<CheckedDevice> device,
+                                          const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options) {
   const Clock::time_point start = Clock::now();
   auto model = std::make_unique<LoadedModel>();
@@ -451,6 +451,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   job->last_progress_ns.store(NowNs());
   job->running = job->threads + 1;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(job->threads) + 1);
   // Each thread reports its exit only after everything it held (buffers) is released.
   for (int r = 0; r < job->threads; ++r) {
     threads.emplace_back([job, r] {

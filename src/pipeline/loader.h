@@ -102,7 +102,7 @@ class LoadedModel {
 };
 
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
-                                          std::shared_ptr<CheckedDevice> device,
+                                          const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options);
 
 struct Mismatch {
