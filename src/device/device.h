@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "base/status.h"
 
@@ -63,8 +62,5 @@ class Device {
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
-
-// The names of the backends compiled into this build, for --help and doctor.
-std::vector<std::string> CompiledBackends();
 
 }  // namespace hoist

@@ -77,12 +77,4 @@ Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
   return std::make_shared<CheckedDevice>(std::move(backend));
 }
 
-std::vector<std::string> CompiledBackends() {
-  std::vector<std::string> names = {"host", "sim"};
-#if defined(HOIST_HAVE_GPU)
-  names.emplace_back(kGpuPrefix);
-#endif
-  return names;
-}
-
 }  // namespace hoist

@@ -70,7 +70,6 @@ struct ReaderState {
 // Everything the threads of one load share. Held by shared_ptr so that a thread stuck in
 // a read can be left behind safely.
 struct LoadJob {
-  const TensorDirectory* dir = nullptr;  // valid until the coordinator returns
   LoadPlan plan;
   std::shared_ptr<CheckedDevice> device;
   std::unique_ptr<StagingPool> pool;
@@ -219,16 +218,16 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     entry->chunk = index;
     entry->buffer = std::move(*buffer);
     for (const Segment& s : c.segments) {
-      for (uint64_t off = 0; off < s.length; off += max_copy) {
+      for (uint64_t off = 0; off < s.length && !job.stop.load(); off += max_copy) {
         const uint64_t n = std::min(max_copy, s.length - off);
         auto copy = job.device->CopyToDeviceAsync(job.dest[s.tensor] + s.tensor_offset + off,
                                                   data.value() + s.chunk_offset + off, n, queue,
                                                   job.external);
         if (!copy.ok()) {
           job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
-          break;
+        } else {
+          entry->copies.push_back(std::move(copy).value());
         }
-        entry->copies.push_back(std::move(copy).value());
       }
     }
     entry->submitted_ns = NowNs();
@@ -374,7 +373,6 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kDefaultChunkBytes;
   chunk_bytes = std::min(chunk_bytes, std::max<uint64_t>(4096, options.staging_bytes / 2));
   auto job = std::make_shared<LoadJob>();
-  job->dir = &dir;
   job->device = device;
   job->checksum = options.checksum;
   job->external = static_cast<bool>(options.destination);
