@@ -8,6 +8,11 @@ packages=(
   cmake g++ clang libclang-rt-14-dev make
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev liburing-dev
+  # Windows cross-build and its test runner; the HIP backend's build check
+  g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
+  # the Python module and its tests (Debian's torch is CPU-only)
+  python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
+  python3-torch python3-xxhash
 )
 missing=()
 for p in "${packages[@]}"; do

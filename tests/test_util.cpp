@@ -1,12 +1,15 @@
 #include "test_util.h"
 
+#ifndef _WIN32
 #include <sys/wait.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <stdexcept>
 
 namespace hoist::testing {
@@ -19,9 +22,17 @@ double TimeBound(double seconds) {
 }
 
 TempDir::TempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "hoist-test-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = pattern;
+  std::random_device random;
+  const std::filesystem::path base = std::filesystem::temp_directory_path();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::filesystem::path candidate = base / ("hoist-test-" + std::to_string(random()));
+    std::error_code ec;
+    if (std::filesystem::create_directory(candidate, ec)) {
+      path_ = candidate.generic_string();
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary directory in " + base.string());
 }
 
 TempDir::~TempDir() {
@@ -40,6 +51,14 @@ void WriteBytes(const std::string& path, const std::vector<unsigned char>& bytes
 }
 
 namespace {
+#ifdef _WIN32
+// cmd.exe: double quotes around each word (the tests pass no double quotes inside one).
+std::string Quote(const std::string& s) {
+  std::string q(1, '"');
+  q.append(s).push_back('"');
+  return q;
+}
+#else
 std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) {
@@ -51,8 +70,10 @@ std::string Quote(const std::string& s) {
   }
   return q + "'";
 }
+#endif
+// Text mode: a Windows program's "\r\n" reads as "\n".
 std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 }  // namespace
@@ -60,12 +81,21 @@ std::string Slurp(const std::string& path) {
 CommandResult RunHoist(const std::vector<std::string>& args) {
   TempDir dir;
   std::string command = Quote(HOIST_CLI);
-  for (const std::string& a : args) command += " " + Quote(a);
-  command += " >" + Quote(dir.File("out")) + " 2>" + Quote(dir.File("err")) + " </dev/null";
-  const int status = std::system(command.c_str());  // NOLINT(cert-env33-c)
+  for (const std::string& a : args) command.append(" ").append(Quote(a));
+  command.append(" >").append(Quote(dir.File("out")));
+  command.append(" 2>").append(Quote(dir.File("err")));
   CommandResult result;
+#ifdef _WIN32
+  // cmd /c strips one pair of quotes around the whole line.
+  command.insert(command.begin(), '"');
+  command.append(" <NUL\"");
+  result.exit_code = std::system(command.c_str());  // NOLINT(cert-env33-c)
+#else
+  command += " </dev/null";
+  const int status = std::system(command.c_str());  // NOLINT(cert-env33-c)
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+#endif
   result.out = Slurp(dir.File("out"));
   result.err = Slurp(dir.File("err"));
   return result;

@@ -3,11 +3,30 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace hoist {
 
+// The program's arguments in UTF-8, the program name first (Windows passes argv in the
+// ANSI code page, so there they are read again from the wide command line).
+std::vector<std::string> CommandLineArguments(int argc, char** argv);
+
 // The most resident memory this process has used so far, in bytes.
 uint64_t PeakRssBytes();
+// Resident memory now, in bytes (0 when the platform cannot say).
+uint64_t CurrentRssBytes();
+// How much memory this process may lock (pin), in bytes; UINT64_MAX when unlimited, 0 when
+// unknown.
+uint64_t MemlockLimitBytes();
+// Empties the operating system's page cache for cold-cache measurements: the whole cache
+// where allowed (Linux as root: /proc/sys/vm/drop_caches), otherwise nothing. Returns how it
+// was done, or why it could not be.
+struct CacheDrop {
+  bool dropped = false;
+  std::string how;  // "drop_caches" or the reason it was not possible
+};
+CacheDrop DropPageCache();
 // Whether standard error is a terminal (progress bar) or not (periodic lines).
 bool StderrIsTerminal();
 int CpuCount();

@@ -3,7 +3,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "base/platform.h"
 
@@ -24,10 +29,41 @@ extern "C" void OnStopSignal(int sig) {
 
 }  // namespace
 
+std::vector<std::string> CommandLineArguments(int argc, char** argv) {
+  return {argv, argv + argc};
+}
+
 uint64_t PeakRssBytes() {
   struct rusage usage {};
   if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+uint64_t CurrentRssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  uint64_t resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+uint64_t MemlockLimitBytes() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return 0;
+  return limit.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(limit.rlim_cur);
+}
+
+CacheDrop DropPageCache() {
+  ::sync();
+  std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
+  if (f == nullptr) {
+    return {false, std::string("cannot write /proc/sys/vm/drop_caches: ") +
+                       std::strerror(errno)};  // NOLINT(concurrency-mt-unsafe)
+  }
+  const bool ok = std::fputs("1\n", f) >= 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) return {false, "writing /proc/sys/vm/drop_caches failed"};
+  return {true, "drop_caches"};
 }
 
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }

@@ -71,6 +71,12 @@ class [[nodiscard]] Status {
 // becomes a Status; ENOENT maps to kNotFound, everything else to kIoError.
 Status ErrnoStatus(int err, std::string_view what, std::string_view path,
                    std::optional<uint64_t> byte_offset = std::nullopt);
+#ifdef _WIN32
+// The same for a Windows error code (GetLastError()); the only place one becomes a Status
+// (status_windows.cpp). File and path not found map to kNotFound.
+Status WindowsErrorStatus(uint32_t err, std::string_view what, std::string_view path,
+                          std::optional<uint64_t> byte_offset = std::nullopt);
+#endif
 
 template <typename T>
 class [[nodiscard]] Result {

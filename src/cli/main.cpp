@@ -1,8 +1,11 @@
 // hoist: load model weights into device memory at the speed of the slowest link.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "base/platform.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 
@@ -13,6 +16,8 @@ int main(int argc, char** argv) {
       "Exit codes: 0 ok, 1 other failure, 2 invalid model, 3 stalled, 4 device error,\n"
       "5 verify mismatch, 128+N cancelled by signal N."};
   app.require_subcommand(1);
+  // Paths may start with '/', so never read "/x" as an option (CLI11's default on Windows).
+  app.allow_windows_style_options(false);
   app.set_version_flag("--version", "hoist 0.1.0");
   std::map<std::string, hoist::cli::Runner> runners;
   runners["inspect"] = hoist::cli::RegisterInspect(app);
@@ -20,7 +25,10 @@ int main(int argc, char** argv) {
   runners["verify"] = hoist::cli::RegisterVerify(app);
   runners["make-sample"] = hoist::cli::RegisterMakeSample(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
+    args.erase(args.begin());
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last to first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : hoist::cli::kExitFailure;

@@ -68,16 +68,16 @@ Result<std::string> ResolveShard(const fs::path& dir, const std::string& name,
   const fs::path candidate = dir / name;
   std::error_code ec;
   const fs::path real_dir = fs::canonical(dir, ec);
-  if (ec) return Status::IoError(dir.string() + ": cannot resolve: " + ec.message());
+  if (ec) return Status::IoError(dir.generic_string() + ": cannot resolve: " + ec.message());
   const fs::path real = fs::canonical(candidate, ec);
-  if (ec) return Status::NotFound(candidate.string() + ": shard named in " + index_path +
+  if (ec) return Status::NotFound(candidate.generic_string() + ": shard named in " + index_path +
                                   " cannot be opened: " + ec.message());
   if (real.parent_path() != real_dir) {
     return Status::InvalidModel(index_path, at,
                                 "shard '" + name + "' is a link that leads outside the model's "
-                                "directory (to " + real.string() + ")");
+                                "directory (to " + real.generic_string() + ")");
   }
-  return candidate.string();
+  return candidate.generic_string();
 }
 
 Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
@@ -218,17 +218,17 @@ Result<TensorDirectory> OpenGgufSplits(const std::string& first, const SplitName
 
 Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
   const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index)) return OpenSafetensorsIndex(index.string());
+  if (fs::exists(index)) return OpenSafetensorsIndex(index.generic_string());
   std::vector<std::string> safetensors;
   std::vector<std::string> gguf;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_regular_file()) continue;
-    const std::string p = entry.path().string();
+    const std::string p = entry.path().generic_string();
     if (EndsWith(p, ".safetensors")) safetensors.push_back(p);
     if (EndsWith(p, ".gguf")) gguf.push_back(p);
   }
-  if (ec) return Status::IoError(dir.string() + ": cannot list: " + ec.message());
+  if (ec) return Status::IoError(dir.generic_string() + ": cannot list: " + ec.message());
   std::sort(safetensors.begin(), safetensors.end());
   std::sort(gguf.begin(), gguf.end());
   if (!safetensors.empty()) {
@@ -250,9 +250,9 @@ Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
     return OpenGgufSplits(gguf[0], split);
   }
   if (gguf.empty()) {
-    return Status::NotFound(dir.string() + ": no .safetensors or .gguf files in the directory");
+    return Status::NotFound(dir.generic_string() + ": no .safetensors or .gguf files in the directory");
   }
-  return Status::InvalidArgument(dir.string() + ": holds " + std::to_string(gguf.size()) +
+  return Status::InvalidArgument(dir.generic_string() + ": holds " + std::to_string(gguf.size()) +
                                  " GGUF files that are not one split set; name one");
 }
 

@@ -73,7 +73,20 @@ class WritableFile {
   virtual Status Close() = 0;
 };
 
+// A whole file mapped read-only into memory. Only the reference strategies of `hoist bench`
+// use it (llama.cpp's mmap path); the load engine never hands mapped pages to a device.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  virtual ~MappedFile() = default;
+  virtual const unsigned char* data() const = 0;
+  virtual uint64_t size() const = 0;
+};
+
 Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options = {});
+Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path);
 // Creates or truncates path.
 Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path);
 

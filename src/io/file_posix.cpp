@@ -1,5 +1,6 @@
 // POSIX files: pread/pwrite at 64-bit offsets. Compiled on every platform but Windows.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,7 +115,44 @@ class PosixWritableFile final : public WritableFile {
   int fd_;
 };
 
+class PosixMappedFile final : public MappedFile {
+ public:
+  PosixMappedFile(void* data, uint64_t size) : data_(data), size_(size) {}
+  ~PosixMappedFile() override {
+    if (size_ > 0) ::munmap(data_, size_);
+  }
+  const unsigned char* data() const override { return static_cast<const unsigned char*>(data_); }
+  uint64_t size() const override { return size_; }
+
+ private:
+  void* data_;
+  uint64_t size_;
+};
+
 }  // namespace
+
+Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "cannot stat", path);
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  void* data = nullptr;
+  if (size > 0) {
+    data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, "cannot map", path);
+    }
+  }
+  ::close(fd);
+  return std::unique_ptr<MappedFile>(new PosixMappedFile(data, size));
+}
 
 Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options) {
   int flags = O_RDONLY | O_CLOEXEC;

@@ -107,7 +107,10 @@ TEST(ModelTest, RejectsShardNamesOutsideTheModelDirectory) {
               std::string::npos)
         << model.status().message();
   }
-  fs::create_symlink(outer.File("secret.safetensors"), outer.File("model/link.safetensors"));
+  std::error_code link_error;
+  fs::create_symlink(outer.File("secret.safetensors"), outer.File("model/link.safetensors"),
+                     link_error);
+  if (link_error) GTEST_SKIP() << "symbolic links are not available here: " << link_error.message();
   WriteText(index, R"({"weight_map":{"x":"link.safetensors"}})");
   auto model = OpenModel(index);
   ASSERT_FALSE(model.ok());

@@ -1,0 +1,36 @@
+#include <windows.h>
+
+#include <string>
+
+#include "device/host_memory.h"
+
+namespace hoist {
+
+Result<void*> AllocateHostMemory(uint64_t bytes, const char* who) {
+  void* p = ::VirtualAlloc(nullptr, static_cast<SIZE_T>(bytes), MEM_RESERVE | MEM_COMMIT,
+                           PAGE_READWRITE);
+  if (p == nullptr) {
+    return Status::DeviceError(std::string(who) + ": cannot allocate " + std::to_string(bytes) +
+                               " bytes of host memory (Windows error " +
+                               std::to_string(::GetLastError()) + ")");
+  }
+  return p;
+}
+
+void FreeHostMemory(void* ptr) {
+  if (ptr != nullptr) ::VirtualFree(ptr, 0, MEM_RELEASE);
+}
+
+uint64_t PhysicalMemoryBytes() {
+  MEMORYSTATUSEX status{};
+  status.dwLength = sizeof(status);
+  return ::GlobalMemoryStatusEx(&status) ? status.ullTotalPhys : 0;
+}
+
+uint64_t AvailableMemoryBytes() {
+  MEMORYSTATUSEX status{};
+  status.dwLength = sizeof(status);
+  return ::GlobalMemoryStatusEx(&status) ? status.ullAvailPhys : 0;
+}
+
+}  // namespace hoist
