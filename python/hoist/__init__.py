@@ -1,0 +1,206 @@
+"""hoist: load model weights (GGUF, safetensors, sharded sets) into GPU or host memory at the
+speed of the machine's slowest link.
+
+    import hoist
+    tensors = hoist.load_file("model.safetensors", device="cuda:0", progress=True)
+    model = hoist.open("model.gguf"); model.tensors["token_embd.weight"].dtype  # "Q4_K"
+    hoist.torch.load_into(module, "model.safetensors")  # fill parameters in place
+
+Torch is optional: without it, host loads return numpy arrays.
+"""
+import os
+from typing import NamedTuple, Tuple
+
+from . import _native
+from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError,
+                      NotFoundError, StalledError)
+from ._progress import ProgressBar
+
+__all__ = ["open", "load_file", "Model", "TensorInfo", "HoistError", "InvalidModelError",
+           "StalledError", "DeviceError", "CancelledError", "NotFoundError"]
+__version__ = "0.1.0"
+
+# Storage dtypes that map one to one onto torch dtypes (by attribute name; a torch that lacks
+# one cannot load that dtype). GGUF's F32/F16/BF16/F64/I8..I64 share these spellings.
+_TORCH_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu",
+}
+# numpy has no bfloat16 or float8: those come back as raw unsigned integers of their width.
+_NUMPY_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "uint16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+    "F8_E4M3": "uint8", "F8_E5M2": "uint8", "F8_E8M0": "uint8",
+}
+_GGUF_PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
+
+
+class TensorInfo(NamedTuple):
+    name: str
+    dtype: str              # the format's spelling: "BF16", "Q4_K"
+    shape: Tuple[int, ...]  # outermost dimension first
+    nbytes: int
+    file: int               # index into Model.files order of the model's files
+    offset: int             # absolute byte offset in that file
+
+
+class Model:
+    """An opened model: its format, metadata and tensor directory. Opening reads and checks
+    every header; no tensor data is read until a load."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._native = _native.Model(self.path)
+        self.format = self._native.format
+        self.tensors = {t[0]: TensorInfo(t[0], t[1], tuple(t[2]), t[3], t[4], t[5])
+                        for t in self._native.tensors()}
+        self._metadata = None
+
+    @property
+    def metadata(self):
+        """{key: value}; GGUF values keep their types (lists for arrays)."""
+        if self._metadata is None:
+            import json
+            raw = json.loads(self._native.metadata_json)
+            self._metadata = {k: v.get("value") for k, v in raw.items()}
+        return self._metadata
+
+    def __repr__(self):
+        return f"hoist.Model({self.path!r}, format={self.format!r}, tensors={len(self.tensors)})"
+
+    def is_quantized(self, name):
+        """Whether the tensor's dtype is a block format (loaded as raw uint8 rows)."""
+        dtype = self.tensors[name].dtype
+        return dtype not in (_GGUF_PLAIN if self.format == "gguf" else _TORCH_DTYPES)
+
+    def load_shape(self, name):
+        """The shape the tensor is loaded with: its own, or [rows, bytes_per_row] for a block
+        format."""
+        info = self.tensors[name]
+        if not self.is_quantized(name):
+            return info.shape
+        rows = 1
+        for d in info.shape[:-1]:
+            rows *= d
+        return (rows, info.nbytes // rows if rows else 0)
+
+
+def open(path):  # noqa: A001 (the module's verb, as in hoist.open)
+    """Opens a model: a .gguf or .safetensors file, a GGUF split, an index.json or a directory."""
+    return Model(path)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def torch_dtype(model, name):
+    """The torch dtype a tensor loads as (torch.uint8 for block formats)."""
+    torch = _torch()
+    if model.is_quantized(name):
+        return torch.uint8
+    dtype = model.tensors[name].dtype
+    attr = _TORCH_DTYPES[dtype]
+    if not hasattr(torch, attr):
+        raise HoistError(f"{model.path}: tensor '{name}' is {dtype}, which this torch "
+                         f"({torch.__version__}) has no dtype for", "invalid argument")
+    return getattr(torch, attr)
+
+
+def hoist_device(device):
+    """Maps a torch device ("cpu", "cuda", "cuda:1", torch.device, int) to hoist's name, and
+    returns (hoist_name, torch_device_or_string). "sim[:options]" loads through hoist's
+    simulated DMA engine into host memory."""
+    if isinstance(device, str) and device.startswith("sim"):
+        # hoist's simulated DMA engine (fault injection for tests; docs/CLI.md): host memory.
+        return device, "cpu" if _torch() is None else _torch().device("cpu")
+    torch = _torch()
+    if torch is not None:
+        dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+        if dev.type == "cpu":
+            return "host", dev
+        if dev.type == "cuda":
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
+            return f"cuda:{index}", torch.device("cuda", index)
+        raise HoistError(f"device '{device}' is not supported: cpu or cuda[:N]", "invalid argument")
+    if str(device) != "cpu":
+        raise HoistError(f"device '{device}' needs torch; without it hoist loads to 'cpu' only",
+                         "invalid argument")
+    return "host", "cpu"
+
+
+def _progress_callback(progress):
+    if progress is True:
+        return ProgressBar()
+    if progress in (None, False):
+        return None
+    if callable(progress):
+        return progress
+    raise TypeError("progress must be None, a bool or a callable(done_bytes, total_bytes)")
+
+
+def fill(model, destinations, device, progress=None, **options):
+    """Copies tensors into memory that the caller owns. `destinations`: [(name, address)],
+    each with room for the tensor's nbytes on `device` (hoist's name). Returns the report."""
+    callback = _progress_callback(progress)
+    try:
+        return model._native.load_into(
+            destinations, device, callback,
+            threads=options.get("threads", 0),
+            chunk_bytes=int(options.get("chunk_mib", 0) * (1 << 20)),
+            staging_bytes=int(options.get("staging_mib", 0) * (1 << 20)),
+            stall_timeout_s=float(options.get("stall_timeout", 0.0)),
+            checksum=bool(options.get("checksum", False)),
+            direct_io=bool(options.get("direct_io", False)))
+    finally:
+        if isinstance(callback, ProgressBar):
+            callback.close()
+
+
+def load_file(path, device="cpu", names=None, progress=None, **options):
+    """Loads a model's tensors: {name: torch.Tensor} (numpy arrays without torch) on `device`,
+    with the keys, dtypes, shapes and values `safetensors.torch.load_file` gives. Block-
+    quantized GGUF tensors come back as uint8 [rows, bytes_per_row].
+
+    names: the tensors to load (default all). progress: True for a bar on a terminal, or a
+    callable(done_bytes, total_bytes) that returns False to cancel (CancelledError).
+    options: threads, chunk_mib, staging_mib, stall_timeout (s), direct_io (bool: bypass the
+    page cache), checksum. Ctrl-C raises KeyboardInterrupt and frees what the load allocated.
+    """
+    model = path if isinstance(path, Model) else Model(path)
+    wanted = list(model.tensors) if names is None else list(names)
+    for name in wanted:
+        if name not in model.tensors:
+            raise KeyError(f"{model.path}: no tensor named '{name}'")
+    hoist_name, torch_device = hoist_device(device)
+    torch = _torch()
+    out = {}
+    if torch is not None:
+        for name in wanted:
+            out[name] = torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
+                                    device=torch_device)
+        if torch_device.type == "cuda":
+            # Memory from the caching allocator may still be in use by work queued on
+            # torch's stream; hoist copies on its own streams.
+            torch.cuda.current_stream(torch_device).synchronize()
+        address = {name: t.data_ptr() for name, t in out.items()}
+    else:
+        import numpy
+        for name in wanted:
+            dtype = "uint8" if model.is_quantized(name) else _NUMPY_DTYPES[model.tensors[name].dtype]
+            out[name] = numpy.empty(model.load_shape(name), dtype=dtype)
+        address = {name: a.ctypes.data for name, a in out.items()}
+    destinations = [(n, address[n]) for n in wanted if model.tensors[n].nbytes > 0]
+    if destinations:
+        fill(model, destinations, hoist_name, progress, **options)
+    return out
+
+
+from . import torch as torch  # noqa: E402  (hoist.torch.load_into; imports torch lazily)

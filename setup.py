@@ -1,0 +1,40 @@
+"""Builds hoist._native with the project's own CMake (python/CMakeLists.txt), so that pip and
+CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake arguments (for
+example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism."""
+import os
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        source = os.path.dirname(os.path.abspath(__file__))
+        build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+        args = [
+            f"-DPython_EXECUTABLE={sys.executable}",
+            "-DHOIST_PYTHON=ON", "-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ] + os.environ.get("HOIST_CMAKE_ARGS", "").split()
+        jobs = os.environ.get("HOIST_BUILD_JOBS", str(os.cpu_count() or 2))
+        subprocess.run(["cmake", "-S", source, "-B", build] + args, check=True)
+        subprocess.run(["cmake", "--build", build, "--target", "hoist_python_native", "-j", jobs],
+                       check=True)
+        built = os.path.join(build, "python", "hoist")
+        native = [f for f in os.listdir(built) if f.startswith("_native") and f.endswith((".so", ".pyd"))]
+        if len(native) != 1:
+            raise RuntimeError(f"expected one _native module in {built}, found {native}")
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.copy_file(os.path.join(built, native[0]), target)
+
+
+setup(ext_modules=[CMakeExtension("hoist._native")], cmdclass={"build_ext": CMakeBuild},
+      options={"build": {"build_base": "build-py"}})
