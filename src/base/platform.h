@@ -27,6 +27,9 @@ struct CacheDrop {
   std::string how;  // "drop_caches" or the reason it was not possible
 };
 CacheDrop DropPageCache();
+// The kind of file system that holds path ("ext4", "xfs", "tmpfs", "nfs", "fuse", ...), or
+// "unknown".
+std::string FileSystemKind(const std::string& path);
 // Whether standard error is a terminal (progress bar) or not (periodic lines).
 bool StderrIsTerminal();
 int CpuCount();

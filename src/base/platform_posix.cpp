@@ -1,4 +1,7 @@
 #include <signal.h>
+#if defined(__linux__)
+#include <sys/vfs.h>
+#endif
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -64,6 +67,35 @@ CacheDrop DropPageCache() {
   const bool closed = std::fclose(f) == 0;
   if (!ok || !closed) return {false, "writing /proc/sys/vm/drop_caches failed"};
   return {true, "drop_caches"};
+}
+
+std::string FileSystemKind(const std::string& path) {
+#if defined(__linux__)
+  struct statfs fs {};
+  if (::statfs(path.c_str(), &fs) != 0) return "unknown";
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "xfs";
+    case 0x9123683E: return "btrfs";
+    case 0x01021994: return "tmpfs";
+    case 0x794C7630: return "overlay";
+    case 0x6969: return "nfs";
+    case 0xFF534D42: return "cifs";
+    case 0xFE534D42: return "smb2";
+    case 0x517B: return "smb";
+    case 0x65735546: return "fuse";
+    case 0x2FC12FC1: return "zfs";
+    case 0x01021997: return "9p";
+    default: {
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(fs.f_type));
+      return hex;
+    }
+  }
+#else
+  (void)path;
+  return "unknown";
+#endif
 }
 
 bool StderrIsTerminal() { return ::isatty(STDERR_FILENO) == 1; }

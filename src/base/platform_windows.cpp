@@ -62,6 +62,11 @@ CacheDrop DropPageCache() {
   return {false, "Windows has no call to empty the file cache; use --io direct for cold loads"};
 }
 
+std::string FileSystemKind(const std::string& path) {
+  (void)path;
+  return "unknown";
+}
+
 bool StderrIsTerminal() {
   HANDLE err = ::GetStdHandle(STD_ERROR_HANDLE);
   DWORD mode = 0;

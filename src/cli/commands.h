@@ -14,5 +14,7 @@ Runner RegisterInspect(CLI::App& app);
 Runner RegisterMakeSample(CLI::App& app);
 Runner RegisterLoad(CLI::App& app);
 Runner RegisterVerify(CLI::App& app);
+Runner RegisterBench(CLI::App& app);
+Runner RegisterDoctor(CLI::App& app);
 
 }  // namespace hoist::cli

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   runners["load"] = hoist::cli::RegisterLoad(app);
   runners["verify"] = hoist::cli::RegisterVerify(app);
   runners["make-sample"] = hoist::cli::RegisterMakeSample(app);
+  runners["bench"] = hoist::cli::RegisterBench(app);
+  runners["doctor"] = hoist::cli::RegisterDoctor(app);
   try {
     std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
     args.erase(args.begin());

@@ -1,5 +1,7 @@
 #include "device/checked_device.h"
 
+#include <thread>
+
 namespace hoist {
 
 CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend)
@@ -93,6 +95,14 @@ size_t CheckedDevice::live_pinned_allocations() const {
 uint64_t CheckedDevice::live_pinned_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return pinned_bytes_;
+}
+
+Status WaitForCopy(CopyHandle& copy) {
+  for (;;) {
+    HOIST_ASSIGN_OR_RETURN(bool done, copy.Poll());
+    if (done) return Status::Ok();
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace hoist

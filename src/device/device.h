@@ -59,6 +59,10 @@ class Device {
   virtual bool CanAbandon() const { return false; }
 };
 
+// Polls a copy until it completes (yielding between polls): for measurements and reference
+// strategies that copy one buffer at a time. The load engine never waits on one copy.
+Status WaitForCopy(CopyHandle& copy);
+
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);

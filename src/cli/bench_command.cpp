@@ -1,0 +1,338 @@
+// `hoist bench`: the machine's ceilings, hoist's load and the loaders other engines use, on
+// one file and device in one run, each load verified; a table and JSON.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/platform.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "device/checked_device.h"
+#include "device/host_memory.h"
+#include "format/model.h"
+#include "io/file.h"
+#include "measure/ceilings.h"
+#include "measure/reference_strategies.h"
+#include "measure/rss_sampler.h"
+#include "pipeline/loader.h"
+
+namespace hoist::cli {
+namespace {
+
+struct BenchFlags {
+  std::string path;
+  std::string device = "auto";
+  bool cold = false;
+  int repeat = 3;
+  std::string json_path;
+  int threads = 0;
+  double chunk_mib = 0;
+  double staging_mib = 128;
+  std::vector<std::string> strategies = {"mmap-pageable", "pinned-4x1MiB", "direct-4x64MiB"};
+};
+
+struct Row {
+  std::string strategy;
+  std::string mode;  // "warm" or "cold"
+  double gbps = 0;
+  double best_gbps = 0;
+  double ceiling_gbps = 0;
+  uint64_t peak_host_bytes = 0;
+  bool verified = false;
+  std::string note;
+  std::optional<double> time_to_first_byte_s;
+};
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
+  return ExitCodeFor(status);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// Empties the page cache before a cold run: the whole cache where allowed, else the model's
+// files' pages (posix_fadvise DONTNEED). Returns how, for the report.
+std::string MakeCold(const TensorDirectory& dir) {
+  const CacheDrop drop = DropPageCache();
+  if (drop.dropped) return drop.how;
+  bool advised = true;
+  for (const FileEntry& f : dir.files) {
+    auto file = OpenFile(f.path);
+    advised = advised && file.ok() && (*file)->Advise(AccessHint::kDropCache, 0, (*file)->size()).ok();
+  }
+  return advised ? "the model's pages dropped with DONTNEED (" + drop.how + ")"
+                 : "not dropped: " + drop.how;
+}
+
+class Bench {
+ public:
+  Bench(const BenchFlags& flags, TensorDirectory dir, std::shared_ptr<CheckedDevice> device)
+      : flags_(flags), dir_(std::move(dir)), device_(std::move(device)) {
+    for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
+    for (const TensorEntry& t : dir_.tensors) bytes_ += t.nbytes;
+    // host and sim keep "device" memory in this process: it is the destination, not overhead.
+    destination_in_rss_ = device_->name() == "host" || device_->name().rfind("sim", 0) == 0;
+  }
+
+  Status Ceilings() {
+    const int threads = std::max(8, DefaultReaderThreads());
+    HOIST_ASSIGN_OR_RETURN(Throughput warmup, MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+    (void)warmup;
+    HOIST_ASSIGN_OR_RETURN(Throughput cached, MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+    page_cache_gbps_ = cached.gbps();
+    auto direct = MeasureParallelRead(paths_, threads, 8 * kMiB, true);
+    if (direct.ok()) {
+      direct_gbps_ = direct->gbps();
+    } else {
+      notes_.push_back("direct read ceiling not measured: " + direct.status().message());
+    }
+    const uint64_t total = std::clamp<uint64_t>(bytes_, 256 * kMiB, 8 * kGiB);
+    HOIST_ASSIGN_OR_RETURN(Throughput h2d, MeasureHostToDevice(*device_, 64 * kMiB, total, true));
+    h2d_gbps_ = h2d.gbps();
+    // The file must be back in the page cache for the warm runs.
+    auto rewarm = MeasureParallelRead(paths_, threads, 8 * kMiB, false);
+    return rewarm.ok() ? Status::Ok() : rewarm.status();
+  }
+
+  double WarmCeiling() const { return std::min(h2d_gbps_, page_cache_gbps_); }
+  double ColdCeiling() const {
+    return direct_gbps_ > 0 ? std::min(h2d_gbps_, direct_gbps_) : WarmCeiling();
+  }
+
+  // hoist's own load, `runs` times; the first is verified byte-exact.
+  Status RunHoist(const std::string& mode, IoMode io, int runs, const std::string& label) {
+    Row row;
+    row.strategy = label;
+    row.mode = mode;
+    std::vector<double> rates;
+    for (int r = 0; r < runs; ++r) {
+      if (mode == "cold") row.note = MakeCold(dir_);
+      LoadOptions options;
+      options.threads = flags_.threads;
+      options.chunk_bytes = static_cast<uint64_t>(flags_.chunk_mib * static_cast<double>(kMiB));
+      options.staging_bytes = static_cast<uint64_t>(flags_.staging_mib * static_cast<double>(kMiB));
+      options.io = io;
+      RssSampler rss;
+      const auto start = std::chrono::steady_clock::now();
+      auto loaded = Load(dir_, device_, options);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
+      if (!loaded.ok()) return loaded.status().WithContext(label + " " + mode);
+      rates.push_back(static_cast<double>(bytes_) / wall / 1e9);
+      const LoadReport& rep = (*loaded)->report;
+      row.time_to_first_byte_s = rep.phases.plan + rep.phases.allocate;
+      if (r == 0) {
+        HOIST_ASSIGN_OR_RETURN(row.verified, VerifyLoaded(**loaded));
+      }
+      for (const std::string& fb : rep.fallbacks) notes_.push_back(label + ": " + fb);
+    }
+    Finish(row, rates);
+    return Status::Ok();
+  }
+
+  Status RunReference(const std::string& name, const std::string& mode, int runs) {
+    std::optional<ReferenceStrategy> strategy;
+    for (ReferenceStrategy s : AllReferenceStrategies()) {
+      if (name == ReferenceStrategyName(s)) strategy = s;
+    }
+    if (!strategy) return Status::InvalidArgument("unknown strategy '" + name + "'");
+    Row row;
+    row.strategy = name;
+    row.mode = mode;
+    std::vector<double> rates;
+    for (int r = 0; r < runs; ++r) {
+      if (mode == "cold") row.note = MakeCold(dir_);
+      RssSampler rss;
+      auto loaded = LoadWithReferenceStrategy(dir_, device_, *strategy);
+      row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
+      if (!loaded.ok()) {
+        if (loaded.status().code() != Code::kUnavailable) return loaded.status();
+        row.note = "not run: " + loaded.status().message();
+        break;
+      }
+      rates.push_back(static_cast<double>(bytes_) / (*loaded)->report.wall_s / 1e9);
+      if (r == 0) {
+        HOIST_ASSIGN_OR_RETURN(row.verified, VerifyLoaded(**loaded));
+      }
+    }
+    Finish(row, rates);
+    return Status::Ok();
+  }
+
+  void Print() const {
+    std::printf("hoist bench: %s (%s in %zu tensors, %zu file%s) on %s\n", flags_.path.c_str(),
+                FormatBytes(bytes_).c_str(), dir_.tensors.size(), dir_.files.size(),
+                dir_.files.size() == 1 ? "" : "s", device_->Info().description.c_str());
+    char direct[32] = "n/a";
+    if (direct_gbps_ > 0) std::snprintf(direct, sizeof direct, "%.2f GB/s", direct_gbps_);
+    std::printf("ceilings: host-to-device pinned %.2f GB/s, page-cache read %.2f GB/s, direct read %s\n",
+                h2d_gbps_, page_cache_gbps_, direct);
+    std::printf("%-16s %-5s %9s %9s %9s %12s %9s\n", "strategy", "mode", "GB/s", "best", "ratio",
+                "peak host", "verified");
+    // ratio: median GB/s over the slowest ceiling on the path (warm: min(h2d, page cache);
+    // cold: min(h2d, direct read)); peak host: resident memory above the run's start, less the
+    // destination itself on host and sim.
+    for (const Row& r : rows_) {
+      std::printf("%-16s %-5s %9.2f %9.2f %8.0f%% %12s %9s\n", r.strategy.c_str(), r.mode.c_str(), r.gbps,
+                  r.best_gbps, r.ceiling_gbps > 0 ? 100 * r.gbps / r.ceiling_gbps : 0.0,
+                  FormatBytes(r.peak_host_bytes).c_str(), r.verified ? "yes" : "NO");
+    }
+    for (const Row& r : rows_) {
+      if (r.time_to_first_byte_s && r.mode == "warm") {
+        std::printf("time to first byte (%s, plan + allocate after open): %.1f ms\n", r.strategy.c_str(),
+                    *r.time_to_first_byte_s * 1e3);
+        break;
+      }
+    }
+    const Row* hoist_warm = Find("hoist", "warm");
+    for (const Row& r : rows_) {
+      if (hoist_warm != nullptr && r.strategy != "hoist" && r.mode == "warm" && r.gbps > 0) {
+        std::printf("hoist warm is %.1fx %s\n", hoist_warm->gbps / r.gbps, r.strategy.c_str());
+      }
+    }
+    for (const std::string& n : notes_) std::printf("note: %s\n", n.c_str());
+    for (const Row& r : rows_) {
+      if (!r.note.empty()) std::printf("note: %s %s: %s\n", r.strategy.c_str(), r.mode.c_str(), r.note.c_str());
+    }
+  }
+
+  nlohmann::json Json() const {
+    nlohmann::json j;
+    j["model"] = {{"path", flags_.path}, {"bytes", bytes_}, {"tensors", dir_.tensors.size()},
+                  {"files", dir_.files.size()}, {"format", dir_.format}};
+    j["ceilings"] = {{"h2d_pinned_gbps", h2d_gbps_}, {"page_cache_read_gbps", page_cache_gbps_},
+                     {"direct_read_gbps", direct_gbps_ > 0 ? nlohmann::json(direct_gbps_) : nlohmann::json()}};
+    j["results"] = nlohmann::json::array();
+    for (const Row& r : rows_) {
+      nlohmann::json row = {{"strategy", r.strategy},  {"mode", r.mode},
+                            {"gbps", r.gbps},          {"best_gbps", r.best_gbps},
+                            {"ceiling_gbps", r.ceiling_gbps},
+                            {"ratio_to_ceiling", r.ceiling_gbps > 0 ? r.gbps / r.ceiling_gbps : 0.0},
+                            {"peak_host_bytes", r.peak_host_bytes}, {"verified", r.verified}};
+      if (r.time_to_first_byte_s) row["time_to_first_byte_s"] = *r.time_to_first_byte_s;
+      if (!r.note.empty()) row["note"] = r.note;
+      j["results"].push_back(row);
+    }
+    const DeviceInfo info = device_->Info();
+    j["machine"] = {{"cpus", CpuCount()}, {"memory_bytes", PhysicalMemoryBytes()},
+                    {"device", info.name}, {"device_description", info.description},
+                    {"device_memory_bytes", info.total_memory}};
+    j["notes"] = notes_;
+    j["repeat"] = flags_.repeat;
+    return j;
+  }
+
+  bool AllVerified() const {
+    return std::all_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.verified || r.gbps == 0; });
+  }
+
+ private:
+  Result<bool> VerifyLoaded(LoadedModel& model) {
+    HOIST_ASSIGN_OR_RETURN(auto mismatches, Verify(dir_, model, std::max(4, DefaultReaderThreads()), 1));
+    if (!mismatches.empty()) {
+      notes_.push_back("MISMATCH in " + mismatches[0].tensor + " at byte " +
+                       std::to_string(mismatches[0].tensor_offset));
+    }
+    return mismatches.empty();
+  }
+
+  void Finish(Row& row, const std::vector<double>& rates) {
+    if (destination_in_rss_) row.peak_host_bytes -= std::min(row.peak_host_bytes, bytes_);
+    row.gbps = Median(rates);
+    row.best_gbps = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
+    row.ceiling_gbps = row.mode == "warm" ? WarmCeiling() : ColdCeiling();
+    rows_.push_back(row);
+  }
+
+  const Row* Find(const std::string& strategy, const std::string& mode) const {
+    for (const Row& r : rows_) {
+      if (r.strategy == strategy && r.mode == mode) return &r;
+    }
+    return nullptr;
+  }
+
+  const BenchFlags& flags_;
+  TensorDirectory dir_;
+  std::shared_ptr<CheckedDevice> device_;
+  std::vector<std::string> paths_;
+  uint64_t bytes_ = 0;
+  bool destination_in_rss_ = false;
+  double h2d_gbps_ = 0;
+  double page_cache_gbps_ = 0;
+  double direct_gbps_ = 0;
+  std::vector<Row> rows_;
+  std::vector<std::string> notes_;
+};
+
+int RunBench(const BenchFlags& f) {
+  InstallStopSignalHandlers();
+  auto dir = OpenModel(f.path);
+  if (!dir.ok()) return Fail(dir.status());
+  auto device = OpenDevice(f.device);
+  if (!device.ok()) return Fail(device.status());
+  Bench bench(f, std::move(dir).value(), std::move(device).value());
+  std::fprintf(stderr, "hoist bench: measuring ceilings\n");
+  if (Status s = bench.Ceilings(); !s.ok()) return Fail(s);
+  std::fprintf(stderr, "hoist bench: hoist, warm\n");
+  if (Status s = bench.RunHoist("warm", IoMode::kBuffered, f.repeat, "hoist"); !s.ok()) return Fail(s);
+  for (const std::string& name : f.strategies) {
+    std::fprintf(stderr, "hoist bench: %s, warm\n", name.c_str());
+    if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return Fail(s);
+  }
+  if (f.cold) {
+    std::fprintf(stderr, "hoist bench: cold runs\n");
+    if (Status s = bench.RunHoist("cold", IoMode::kDirect, 1, "hoist"); !s.ok()) return Fail(s);
+    if (Status s = bench.RunHoist("cold", IoMode::kBuffered, 1, "hoist-buffered"); !s.ok()) return Fail(s);
+    for (const std::string& name : f.strategies) {
+      if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return Fail(s);
+    }
+  }
+  bench.Print();
+  if (!f.json_path.empty()) {
+    std::ofstream out(f.json_path);
+    out << bench.Json().dump(2) << "\n";
+    if (!out) return Fail(Status::IoError(f.json_path + ": cannot write the JSON report"));
+  }
+  if (!bench.AllVerified()) {
+    std::fprintf(stderr, "hoist: bench: a load did not verify byte-exact\n");
+    return kExitVerifyMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner RegisterBench(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure the machine's ceilings, hoist's load and other loaders' strategies on one model");
+  cmd->add_option("PATH", f->path, "a model file, index, directory or first GGUF split")->required();
+  cmd->add_option("--device", f->device, "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
+  cmd->add_flag("--cold", f->cold, "also run each load once from a cold page cache (drops it where allowed)");
+  cmd->add_option("--repeat", f->repeat, "warm runs of each load; the table shows the median (default 3)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--json", f->json_path, "write the results as JSON to this file");
+  cmd->add_option("--threads", f->threads, "hoist's reader threads (default: from the machine)")
+      ->check(CLI::Range(0, 256));
+  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 8)")->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default 128)")
+      ->check(CLI::Range(0.01, 1048576.0));
+  cmd->add_option("--strategies", f->strategies,
+                  "reference strategies to run (default: mmap-pageable pinned-4x1MiB direct-4x64MiB)")
+      ->delimiter(',');
+  return [f] { return RunBench(*f); };
+}
+
+}  // namespace hoist::cli

@@ -1,0 +1,188 @@
+// `hoist doctor`: this machine's ceilings, the settings hoist will use and why, and the
+// known traps (pageable copies on HIP, network file systems, memlock limits, tmpfs).
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/platform.h"
+#include "base/units.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "device/checked_device.h"
+#include "device/host_memory.h"
+#include "format/model.h"
+#include "measure/ceilings.h"
+#include "pipeline/loader.h"
+
+namespace hoist::cli {
+namespace {
+
+struct DoctorFlags {
+  std::string path;
+  std::string device = "auto";
+  bool json = false;
+};
+
+struct Finding {
+  std::string name;
+  std::string value;
+  std::string why;
+};
+
+class Doctor {
+ public:
+  void Measured(const std::string& name, const Result<Throughput>& t) {
+    if (t.ok()) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.2f GB/s", t->gbps());
+      ceilings_.push_back({name, text, ""});
+      json_["ceilings"][name] = t->gbps();
+    } else {
+      ceilings_.push_back({name, "not measured", t.status().message()});
+      json_["ceilings"][name] = nullptr;
+    }
+  }
+  void Setting(const std::string& name, const std::string& value, const std::string& why) {
+    settings_.push_back({name, value, why});
+    json_["settings"][name] = {{"value", value}, {"why", why}};
+  }
+  void Trap(const std::string& what) {
+    traps_.push_back(what);
+    json_["traps"].push_back(what);
+  }
+  void Fact(const std::string& name, const nlohmann::json& value) { json_["machine"][name] = value; }
+
+  void Print(const std::string& header) const {
+    std::printf("%s\n\nceilings\n", header.c_str());
+    for (const Finding& f : ceilings_) {
+      std::printf("  %-34s %s%s%s\n", f.name.c_str(), f.value.c_str(), f.why.empty() ? "" : ": ", f.why.c_str());
+    }
+    std::printf("\nsettings hoist will use\n");
+    for (const Finding& f : settings_) std::printf("  %-14s %-12s %s\n", f.name.c_str(), f.value.c_str(), f.why.c_str());
+    std::printf("\ntraps\n");
+    if (traps_.empty()) std::printf("  none found\n");
+    for (const std::string& t : traps_) std::printf("  ! %s\n", t.c_str());
+  }
+  nlohmann::json& json() { return json_; }
+
+ private:
+  std::vector<Finding> ceilings_;
+  std::vector<Finding> settings_;
+  std::vector<std::string> traps_;
+  nlohmann::json json_ = {{"traps", nlohmann::json::array()}};
+};
+
+int RunDoctor(const DoctorFlags& f) {
+  InstallStopSignalHandlers();
+  Doctor doctor;
+  auto device = OpenDevice(f.device);
+  if (!device.ok()) {
+    std::fprintf(stderr, "hoist: %s\n", device.status().message().c_str());
+    return ExitCodeFor(device.status());
+  }
+  CheckedDevice& dev = **device;
+  const DeviceInfo info = dev.Info();
+  const bool gpu = info.name.rfind("cuda", 0) == 0 || info.name.rfind("hip", 0) == 0;
+  std::string header = "machine: " + std::to_string(CpuCount()) + " CPUs, " +
+                       FormatBytes(PhysicalMemoryBytes()) + " memory (" +
+                       FormatBytes(AvailableMemoryBytes()) + " available); device " + info.name +
+                       ": " + info.description;
+  doctor.Fact("cpus", CpuCount());
+  doctor.Fact("memory_bytes", PhysicalMemoryBytes());
+  doctor.Fact("device", info.name);
+  doctor.Fact("device_description", info.description);
+
+  // Storage, from the model's own files.
+  std::vector<std::string> paths;
+  if (!f.path.empty()) {
+    auto dir = OpenModel(f.path);
+    if (!dir.ok()) {
+      std::fprintf(stderr, "hoist: %s\n", dir.status().message().c_str());
+      return ExitCodeFor(dir.status());
+    }
+    for (const FileEntry& file : dir->files) paths.push_back(file.path);
+    const std::string fs = FileSystemKind(paths[0]);
+    header += "\nmodel: " + f.path + " on " + fs;
+    doctor.Fact("file_system", fs);
+    const int threads = std::max(8, DefaultReaderThreads());
+    const CacheDrop drop = DropPageCache();
+    if (drop.dropped) {
+      doctor.Measured("storage read, buffered (cold)", MeasureParallelRead(paths, threads, 8 * kMiB, false));
+    } else {
+      doctor.Measured("storage read, buffered", Status::Unavailable("the page cache cannot be emptied here (" + drop.how + "); see the direct read"));
+    }
+    auto direct = MeasureParallelRead(paths, threads, 8 * kMiB, true);
+    doctor.Measured("storage read, direct (O_DIRECT)", direct);
+    (void)MeasureParallelRead(paths, threads, 8 * kMiB, false);
+    doctor.Measured("page-cache read", MeasureParallelRead(paths, threads, 8 * kMiB, false));
+    if (fs == "nfs" || fs == "cifs" || fs == "smb" || fs == "smb2" || fs == "fuse" || fs == "9p") {
+      doctor.Trap("the model is on a network or user-space file system (" + fs +
+                  "): cold loads run at the network's rate, and direct I/O may be refused; copy "
+                  "the model to local storage for the fastest loads");
+    }
+    if (fs == "tmpfs" || (!direct.ok() && direct.status().code() == Code::kUnavailable)) {
+      doctor.Trap("direct I/O is refused on " + fs +
+                  " (tmpfs has no O_DIRECT): `--io direct` falls back to buffered reads, which is "
+                  "right there, since the file already lives in memory");
+    }
+  } else {
+    header += "\nmodel: none given (hoist doctor PATH also measures the storage that holds it)";
+  }
+
+  // The device's copy engine (host and sim copy with the CPU: smaller totals do).
+  const uint64_t total = gpu ? 4 * kGiB : 512 * kMiB;
+  doctor.Measured("pinned allocation (64 MiB buffers)", MeasurePinnedAllocation(dev, 64 * kMiB, 8));
+  doctor.Measured("host-to-device, pinned 64 MiB copies", MeasureHostToDevice(dev, 64 * kMiB, total, true));
+  doctor.Measured("host-to-device, pinned 1 MiB copies", MeasureHostToDevice(dev, 1 * kMiB, total / 4, true));
+  doctor.Measured("host-to-device, pageable 64 MiB", MeasureHostToDevice(dev, 64 * kMiB, total / 4, false));
+  doctor.Measured("device-to-host, 64 MiB copies", MeasureDeviceToHost(dev, 64 * kMiB, total / 4));
+
+  const uint64_t memlock = MemlockLimitBytes();
+  const uint64_t staging = 128 * kMiB;
+  doctor.Fact("memlock_limit_bytes", memlock == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(memlock));
+  header += "\nmemlock limit: " + (memlock == UINT64_MAX ? std::string("unlimited") : FormatBytes(memlock));
+  if (gpu && memlock != UINT64_MAX && memlock < staging) {
+    doctor.Trap("the memlock limit (" + FormatBytes(memlock) + ") is below the 128 MiB staging budget: "
+                "pinned allocations may fail, and hoist then falls back to smaller buffers and at last "
+                "to small pageable copies (slower); raise it with `ulimit -l unlimited` or limits.conf");
+  }
+  if (info.name.rfind("hip", 0) == 0) {
+    doctor.Trap("ROCm: pageable or file-backed memory handed to hipMemcpy can stop the SDMA engine "
+                "from signalling completion (the ~30 GiB mmap hang); hoist only ever copies from its "
+                "pinned staging buffers, or, with no pinned memory, in pieces of at most 512 KiB");
+  }
+
+  const int threads = DefaultReaderThreads();
+  doctor.Setting("threads", std::to_string(threads),
+                 "3/4 of the " + std::to_string(CpuCount()) + " CPUs, between 2 and 12: enough reads in "
+                 "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
+  doctor.Setting("chunk", "8 MiB", "large enough that per-read overhead is under 1%, small enough to keep "
+                                   "16 chunks in flight in the staging budget (measured: docs/PERFORMANCE.md)");
+  doctor.Setting("staging", "128 MiB", "pinned buffers: 4 allocated before streaming, the rest in the "
+                                       "background; peak host memory stays near this budget");
+  doctor.Setting("copy queues", std::to_string(dev.queues()),
+                 gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
+  doctor.Setting("io", "buffered", "page cache; `--io direct` for cold loads where the file system allows");
+  doctor.Print(header);
+  if (f.json) std::cout << doctor.json().dump(2) << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner RegisterDoctor(CLI::App& app) {
+  auto f = std::make_shared<DoctorFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "doctor", "Measure this machine's ceilings, show the settings hoist will use and flag known traps");
+  cmd->add_option("PATH", f->path, "a model whose storage to measure (optional)");
+  cmd->add_option("--device", f->device, "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
+  cmd->add_flag("--json", f->json, "also print the findings as JSON");
+  return [f] { return RunDoctor(*f); };
+}
+
+}  // namespace hoist::cli

@@ -1,0 +1,177 @@
+#include "measure/ceilings.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "device/host_memory.h"
+#include "io/file.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, int threads,
+                                       uint64_t chunk_bytes, bool direct) {
+  struct Piece {
+    File* file;
+    uint64_t offset;
+    uint64_t length;
+  };
+  std::vector<std::unique_ptr<File>> files;
+  std::vector<Piece> pieces;
+  Throughput result;
+  OpenOptions options;
+  options.direct = direct;
+  for (const std::string& path : paths) {
+    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(path, options));
+    for (uint64_t at = 0; at < file->size(); at += chunk_bytes) {
+      pieces.push_back({file.get(), at, std::min(chunk_bytes, file->size() - at)});
+    }
+    result.bytes += file->size();
+    files.push_back(std::move(file));
+  }
+  constexpr uint64_t kAlign = 4096;
+  const uint64_t buffer_bytes = (chunk_bytes + kAlign - 1) / kAlign * kAlign;
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  Status error;
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(threads, 1); ++t) {
+    pool.emplace_back([&] {
+      auto buffer = AllocateHostMemory(buffer_bytes, "read ceiling");
+      Status status = buffer.ok() ? Status::Ok() : buffer.status();
+      for (size_t k = next.fetch_add(1); status.ok() && k < pieces.size(); k = next.fetch_add(1)) {
+        const Piece& p = pieces[k];
+        uint64_t done = 0;
+        // Direct reads ask for whole aligned blocks; the last one may come back short.
+        const uint64_t ask = direct ? (p.length + kAlign - 1) / kAlign * kAlign : p.length;
+        while (status.ok() && done < p.length) {
+          auto got = p.file->ReadSome(p.offset + done, static_cast<char*>(*buffer) + done, ask - done);
+          if (!got.ok()) {
+            status = got.status();
+          } else if (!got->interrupted && got->bytes == 0) {
+            status = Status::IoError(p.file->path() + ": unexpected end of file at byte " +
+                                     std::to_string(p.offset + done));
+          } else {
+            done += got->bytes;
+          }
+        }
+      }
+      if (buffer.ok()) FreeHostMemory(*buffer);
+      if (!status.ok()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (error.ok()) error = status;
+        next = pieces.size();
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  if (!error.ok()) return error;
+  result.seconds = SecondsSince(start);
+  return result;
+}
+
+Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
+                                       uint64_t total_bytes, bool pinned) {
+  constexpr uint64_t kSpan = 1ull << 30;
+  copy_bytes = std::min(copy_bytes, kSpan);
+  const uint64_t span = std::min(kSpan, std::max(copy_bytes, total_bytes));
+  void* host = nullptr;
+  if (pinned) {
+    HOIST_ASSIGN_OR_RETURN(host, device.AllocatePinned(span));
+  } else {
+    HOIST_ASSIGN_OR_RETURN(host, AllocateHostMemory(span, "h2d ceiling"));
+  }
+  auto free_host = [&] {
+    if (pinned) {
+      (void)device.FreePinned(host);
+    } else {
+      FreeHostMemory(host);
+    }
+  };
+  std::fill_n(static_cast<unsigned char*>(host), span, 0x5A);
+  auto target = device.AllocateDevice(span);
+  if (!target.ok()) {
+    free_host();
+    return target.status();
+  }
+  const uint64_t slots = span / copy_bytes;
+  const int queues = std::max(device.queues(), 1);
+  auto run = [&](uint64_t copies) -> Status {
+    std::vector<std::unique_ptr<CopyHandle>> in_flight;
+    for (uint64_t i = 0; i < copies; ++i) {
+      const uint64_t at = (i % slots) * copy_bytes;
+      HOIST_ASSIGN_OR_RETURN(auto copy, device.CopyToDeviceAsync(static_cast<char*>(*target) + at,
+                                                                  static_cast<char*>(host) + at,
+                                                                  copy_bytes, static_cast<int>(i % queues)));
+      in_flight.push_back(std::move(copy));
+      // Keep a bounded number in flight (the pipeline keeps a few per queue).
+      if (in_flight.size() >= static_cast<size_t>(4 * queues)) {
+        HOIST_RETURN_IF_ERROR(WaitForCopy(*in_flight.front()));
+        in_flight.erase(in_flight.begin());
+      }
+    }
+    for (auto& copy : in_flight) HOIST_RETURN_IF_ERROR(WaitForCopy(*copy));
+    return Status::Ok();
+  };
+  Throughput result;
+  Status status = run(std::max<uint64_t>(slots, 4));  // warm-up
+  if (status.ok()) {
+    const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
+    const Clock::time_point start = Clock::now();
+    status = run(copies);
+    result = {copies * copy_bytes, SecondsSince(start)};
+  }
+  (void)device.FreeDevice(*target);
+  free_host();
+  if (!status.ok()) return status;
+  return result;
+}
+
+Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
+                                       uint64_t total_bytes) {
+  HOIST_ASSIGN_OR_RETURN(void* source, device.AllocateDevice(copy_bytes));
+  auto host = AllocateHostMemory(copy_bytes, "d2h ceiling");
+  if (!host.ok()) {
+    (void)device.FreeDevice(source);
+    return host.status();
+  }
+  Status status = device.CopyToHost(*host, source, copy_bytes);  // warm-up
+  Throughput result;
+  const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
+  const Clock::time_point start = Clock::now();
+  for (uint64_t i = 0; status.ok() && i < copies; ++i) status = device.CopyToHost(*host, source, copy_bytes);
+  result = {copies * copy_bytes, SecondsSince(start)};
+  FreeHostMemory(*host);
+  (void)device.FreeDevice(source);
+  if (!status.ok()) return status;
+  return result;
+}
+
+Result<Throughput> MeasurePinnedAllocation(CheckedDevice& device, uint64_t bytes, int count) {
+  Throughput result;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    HOIST_ASSIGN_OR_RETURN(void* p, device.AllocatePinned(bytes));
+    static_cast<volatile unsigned char*>(p)[0] = 1;
+    HOIST_RETURN_IF_ERROR(device.FreePinned(p));
+    result.bytes += bytes;
+  }
+  result.seconds = SecondsSince(start);
+  return result;
+}
+
+}  // namespace hoist

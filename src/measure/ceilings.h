@@ -1,0 +1,36 @@
+// The machine's ceilings that hoist's loads are quoted against, measured in the same process
+// as the loads (`hoist bench`, `hoist doctor`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/checked_device.h"
+
+namespace hoist {
+
+struct Throughput {
+  uint64_t bytes = 0;
+  double seconds = 0;
+  double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
+};
+
+// Reads every byte of the files with `threads` threads, `chunk_bytes` per read, through the
+// page cache or (direct) around it. The data is discarded.
+Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, int threads,
+                                       uint64_t chunk_bytes, bool direct);
+
+// Host-to-device copies of copy_bytes each from one pinned buffer (or, pageable, from
+// ordinary memory) until total_bytes have moved, spread over the device's queues, after a
+// warm-up. For `host` this is a memcpy into the destination.
+Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
+                                       uint64_t total_bytes, bool pinned);
+// Device-to-host copies (synchronous, the way verify reads back).
+Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
+                                       uint64_t total_bytes);
+// Pinned allocation rate: allocates and frees `count` buffers of `bytes`.
+Result<Throughput> MeasurePinnedAllocation(CheckedDevice& device, uint64_t bytes, int count);
+
+}  // namespace hoist

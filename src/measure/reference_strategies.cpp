@@ -1,0 +1,170 @@
+#include "measure/reference_strategies.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "io/file.h"
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kDeviceAlignment = 256;
+constexpr uint64_t kDirectAlignment = 4096;
+
+// One allocation for every tensor, 256-byte aligned, as hoist's own loads place them.
+Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model) {
+  uint64_t total = 0;
+  std::vector<uint64_t> offsets;
+  for (const TensorEntry& t : dir.tensors) {
+    offsets.push_back(total);
+    total += (t.nbytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+  }
+  HOIST_ASSIGN_OR_RETURN(model.allocation, device.AllocateDevice(std::max<uint64_t>(total, 1)));
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    model.pointers.push_back(static_cast<char*>(model.allocation) + offsets[i]);
+    model.loaded_mask.push_back(true);
+    model.report.tensor_bytes += dir.tensors[i].nbytes;
+  }
+  model.report.tensors = dir.tensors.size();
+  return Status::Ok();
+}
+
+Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model) {
+  std::vector<std::unique_ptr<MappedFile>> maps;
+  for (const FileEntry& f : dir.files) {
+    HOIST_ASSIGN_OR_RETURN(auto map, MapFile(f.path));
+    maps.push_back(std::move(map));
+  }
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    const TensorEntry& t = dir.tensors[i];
+    if (t.nbytes == 0) continue;
+    HOIST_ASSIGN_OR_RETURN(auto copy, device.CopyToDeviceAsync(model.pointers[i],
+                                                               maps[t.file]->data() + t.offset,
+                                                               t.nbytes, 0));
+    HOIST_RETURN_IF_ERROR(WaitForCopy(*copy));
+  }
+  return Status::Ok();
+}
+
+// Reads [begin, begin + n) of a file opened for direct I/O into buffer, whose first byte is
+// file byte aligned_begin (a multiple of the alignment); the last block may be short.
+Status ReadDirect(File& file, uint64_t aligned_begin, uint64_t end, unsigned char* buffer) {
+  const uint64_t aligned_end = std::min((end + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment,
+                                        (file.size() + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment);
+  uint64_t at = aligned_begin;
+  while (at < end) {
+    HOIST_ASSIGN_OR_RETURN(RawRead got, file.ReadSome(at, buffer + (at - aligned_begin), aligned_end - at));
+    if (got.interrupted) continue;
+    if (got.bytes == 0) {
+      return Status::IoError(file.path() + ": unexpected end of file at byte " + std::to_string(at));
+    }
+    at += got.bytes;
+  }
+  return Status::Ok();
+}
+
+// One thread, `count` pinned buffers of `bytes` used in turn; a buffer is refilled once its
+// previous copy has completed.
+Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model,
+                  int count, uint64_t bytes, bool direct) {
+  std::vector<std::unique_ptr<File>> files;
+  OpenOptions options;
+  options.direct = direct;
+  for (const FileEntry& f : dir.files) {
+    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(f.path, options));
+    files.push_back(std::move(file));
+  }
+  std::vector<void*> buffers;
+  std::vector<std::unique_ptr<CopyHandle>> copies(static_cast<size_t>(count));
+  Status status;
+  for (int b = 0; b < count && status.ok(); ++b) {
+    auto p = device.AllocatePinned(bytes);
+    if (p.ok()) {
+      buffers.push_back(*p);
+    } else {
+      status = p.status();
+    }
+  }
+  // With direct I/O a piece may start up to one block into its buffer.
+  const uint64_t piece = direct ? bytes - kDirectAlignment : bytes;
+  size_t next = 0;
+  for (size_t i = 0; status.ok() && i < dir.tensors.size(); ++i) {
+    const TensorEntry& t = dir.tensors[i];
+    for (uint64_t done = 0; status.ok() && done < t.nbytes; done += piece) {
+      const uint64_t n = std::min(piece, t.nbytes - done);
+      const size_t b = next++ % buffers.size();
+      if (copies[b]) {
+        status = WaitForCopy(*copies[b]);
+        copies[b].reset();
+        if (!status.ok()) break;
+      }
+      auto* buffer = static_cast<unsigned char*>(buffers[b]);
+      const uint64_t begin = t.offset + done;
+      uint64_t skip = 0;
+      if (direct) {
+        const uint64_t aligned = begin / kDirectAlignment * kDirectAlignment;
+        skip = begin - aligned;
+        status = ReadDirect(*files[t.file], aligned, begin + n, buffer);
+      } else {
+        status = files[t.file]->ReadExact(begin, buffer, n);
+      }
+      if (!status.ok()) break;
+      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done, buffer + skip, n, 0);
+      if (!copy.ok()) {
+        status = copy.status();
+        break;
+      }
+      copies[b] = std::move(copy).value();
+    }
+  }
+  for (auto& copy : copies) {
+    if (copy) {
+      const Status waited = WaitForCopy(*copy);
+      if (status.ok()) status = waited;
+    }
+  }
+  for (void* p : buffers) (void)device.FreePinned(p);
+  return status;
+}
+
+}  // namespace
+
+const char* ReferenceStrategyName(ReferenceStrategy strategy) {
+  switch (strategy) {
+    case ReferenceStrategy::kMmapPageable: return "mmap-pageable";
+    case ReferenceStrategy::kPinned4x1MiB: return "pinned-4x1MiB";
+    case ReferenceStrategy::kDirect4x64MiB: return "direct-4x64MiB";
+  }
+  return "unknown";
+}
+
+std::vector<ReferenceStrategy> AllReferenceStrategies() {
+  return {ReferenceStrategy::kMmapPageable, ReferenceStrategy::kPinned4x1MiB,
+          ReferenceStrategy::kDirect4x64MiB};
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
+    const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
+    ReferenceStrategy strategy) {
+  auto model = std::make_unique<LoadedModel>();
+  model->device = device;
+  model->report.device = device->name();
+  const Clock::time_point start = Clock::now();
+  HOIST_RETURN_IF_ERROR(Place(dir, *device, *model));
+  Status status;
+  switch (strategy) {
+    case ReferenceStrategy::kMmapPageable: status = LoadFromMapping(dir, *device, *model); break;
+    case ReferenceStrategy::kPinned4x1MiB: status = LoadStaged(dir, *device, *model, 4, 1ull << 20, false); break;
+    case ReferenceStrategy::kDirect4x64MiB: {
+      status = LoadStaged(dir, *device, *model, 4, 64ull << 20, true);
+      break;
+    }
+  }
+  if (!status.ok()) return status.WithContext(ReferenceStrategyName(strategy));
+  model->report.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return model;
+}
+
+}  // namespace hoist

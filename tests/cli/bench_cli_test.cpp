@@ -1,0 +1,101 @@
+// `hoist bench` and `hoist doctor` in their short mode on host and sim: every load verified
+// byte-exact, the JSON complete. Correctness only; speed is the device scripts' business.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "format/sample_model.h"
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using testing::RunHoist;
+
+class BenchCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SampleSpec spec;
+    spec.target_bytes = 24 << 20;
+    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
+  }
+  testing::TempDir tmp_;
+  std::string model_;
+};
+
+TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
+  for (const char* device : {"host", "sim:bandwidth=8GB/s"}) {
+    const std::string json_path = tmp_.File("bench.json");
+    auto r = RunHoist({"bench", model_, "--device", device, "--repeat", "2", "--cold", "--json", json_path});
+    ASSERT_EQ(r.exit_code, 0) << device << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find("strategy         mode"), std::string::npos) << r.out;
+    std::ifstream in(json_path);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    for (const char* key : {"h2d_pinned_gbps", "page_cache_read_gbps", "direct_read_gbps"}) {
+      EXPECT_TRUE(j["ceilings"].contains(key)) << key;
+    }
+    EXPECT_GT(j["ceilings"]["h2d_pinned_gbps"].get<double>(), 0);
+    EXPECT_GT(j["ceilings"]["page_cache_read_gbps"].get<double>(), 0);
+    std::set<std::string> seen;
+    for (const auto& row : j["results"]) {
+      const std::string name = row["strategy"].get<std::string>() + "/" + row["mode"].get<std::string>();
+      seen.insert(name);
+      for (const char* key : {"gbps", "ratio_to_ceiling", "peak_host_bytes", "verified"}) {
+        EXPECT_TRUE(row.contains(key)) << name << " " << key;
+      }
+      if (row.contains("note") && row["note"].get<std::string>().rfind("not run", 0) == 0) continue;
+      EXPECT_TRUE(row["verified"].get<bool>()) << name;
+      EXPECT_GT(row["gbps"].get<double>(), 0) << name;
+    }
+    for (const char* want : {"hoist/warm", "mmap-pageable/warm", "pinned-4x1MiB/warm", "direct-4x64MiB/warm",
+                             "hoist/cold", "hoist-buffered/cold", "mmap-pageable/cold"}) {
+      EXPECT_EQ(seen.count(want), 1u) << device << " " << want;
+    }
+    EXPECT_TRUE(j["results"][0].contains("time_to_first_byte_s"));
+    EXPECT_EQ(j["machine"]["device"], std::string(device).substr(0, std::string(device).find(':')));
+  }
+}
+
+TEST_F(BenchCliTest, CorruptingDeviceFailsVerification) {
+  // The sim counts every byte it copies: the h2d ceiling moves 512 MiB first (a warm-up and
+  // the measured 256 MiB), so byte 520 MiB lands in hoist's own load.
+  auto r = RunHoist({"bench", model_, "--device", "sim:corrupt_at=520MiB", "--repeat", "1",
+                     "--strategies", "pinned-4x1MiB"});
+  EXPECT_EQ(r.exit_code, 5) << r.err << r.out;
+  EXPECT_NE(r.out.find("MISMATCH"), std::string::npos) << r.out;
+}
+
+TEST_F(BenchCliTest, DoctorMeasuresAndReportsSettings) {
+  auto r = RunHoist({"doctor", model_, "--device", "sim", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("settings hoist will use"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find("\n{") + 1));
+  EXPECT_GT(j["ceilings"]["host-to-device, pinned 64 MiB copies"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["page-cache read"].get<double>(), 0);
+  EXPECT_TRUE(j["settings"].contains("threads"));
+  EXPECT_TRUE(j["machine"].contains("memlock_limit_bytes"));
+  EXPECT_TRUE(j["machine"].contains("file_system"));
+}
+
+TEST_F(BenchCliTest, DoctorFlagsTmpfs) {
+  // /dev/shm is a tmpfs on Linux: direct I/O is refused there.
+  if (!std::ifstream("/dev/shm/.").good() && !std::ifstream("/proc/mounts").good()) GTEST_SKIP();
+  const std::string shm = "/dev/shm/hoist-doctor-test.gguf";
+  {
+    std::ifstream src(model_, std::ios::binary);
+    std::ofstream dst(shm, std::ios::binary);
+    if (!dst) GTEST_SKIP() << "no /dev/shm here";
+    dst << src.rdbuf();
+  }
+  auto r = RunHoist({"doctor", shm, "--device", "host"});
+  std::remove(shm.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("on tmpfs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("direct I/O is refused on tmpfs"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace hoist
