@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool) from the repository root. Carried: .device/
+# with hoist and hoist_ceilings from scripts/device/build.sh, and .device/include with the
+# header-only dependencies (scripts/device/prepare.sh makes both). Two parts, each within one
+# device call:
+#   python: builds the Python module there (its python 3.12), writes a 20 GiB safetensors
+#           model, runs scripts/device/python_vs_safetensors.py, and the threads x chunk sweep
+#   bench:  hoist bench --cold on the same model (ceilings, hoist, reference strategies), the
+#           event-timed h2d ceiling, and the table merged with the Python part's peers
+# Usage: bash scripts/device/h200_bench.sh python|bench [SIZE]. Results under $OUT.
+set -uo pipefail
+PART=${1:?python or bench}
+SIZE=${2:-20GiB}
+BIN=${HOIST_BIN:-.device}
+OUT=${OUT:-/tmp/hoist-device-out}
+MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
+DEVICE=${HOIST_DEVICE:-cuda:0}
+MODEL=$MODEL_DIR/model.safetensors
+mkdir -p "$OUT" "$MODEL_DIR"
+log() { echo "== $*" | tee -a "$OUT/log.txt"; }
+
+log "machine ($PART)"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+  nproc; free -g; df -h "$MODEL_DIR"; uname -r; python3 --version; } 2>&1 | tee -a "$OUT/log.txt"
+
+if [ ! -f "$MODEL" ]; then
+  log "writing a $SIZE safetensors sample model"
+  start=$(date +%s)
+  $BIN/hoist make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 2>&1 | tee -a "$OUT/log.txt"
+  sync
+  echo "written and synced in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+fi
+$BIN/hoist inspect "$MODEL" | tail -6 | tee -a "$OUT/log.txt"
+
+if [ "$PART" = python ]; then
+  log "building the Python module here"
+  start=$(date +%s)
+  cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
+    -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$PWD/$BIN/include" \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
+    >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; exit 1; }
+  cmake --build build-py -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1 \
+    || { tail -40 "$OUT/build.txt"; exit 1; }
+  echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+  log "hoist.load_file against safetensors.torch.load_file"
+  PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_vs_safetensors.py \
+    "$MODEL" --device "$DEVICE" --out "$OUT/python_vs_safetensors.json" 2>&1 | tee -a "$OUT/log.txt"
+  log "sweep: reader threads x chunk size, warm"
+  cat "$MODEL" >/dev/null
+  : >"$OUT/sweep.jsonl"
+  for t in 4 8 12 16; do
+    for c in 2 4 8 16 32; do
+      $BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --threads $t --chunk $c \
+        | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("tensors",None); d["threads"]=int(sys.argv[1]); d["chunk_mib"]=int(sys.argv[2]); print(json.dumps(d))' $t $c \
+        >>"$OUT/sweep.jsonl"
+    done
+  done
+  python3 - "$OUT/sweep.jsonl" <<'PY' | tee -a "$OUT/log.txt"
+import json,sys
+for l in open(sys.argv[1]):
+    d=json.loads(l); print(f"threads {d['threads']:2d} chunk {d['chunk_mib']:2d} MiB: {d['gbps']:6.2f} GB/s")
+PY
+  ceiling=$($BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbps"])')
+  python3 scripts/device/plot_sweep.py "$OUT/sweep.jsonl" "$OUT/sweep.svg" --ceiling "$ceiling"
+fi
+
+if [ "$PART" = bench ]; then
+  log "event-timed pinned h2d ceiling (hoist_ceilings)"
+  for mib in 64 8 1; do $BIN/hoist_ceilings h2d --mib-per-copy $mib --total-gib 8 | tee -a "$OUT/log.txt"; done
+  log "hoist bench --cold"
+  $BIN/hoist bench "$MODEL" --device "$DEVICE" --cold --repeat 2 --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "bench exit code ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
+  if [ -f "$OUT/python_vs_safetensors.json" ] || [ -f "${PEERS:-}" ]; then
+    log "table with the peers"
+    python3 scripts/device/merge_bench_peers.py "$OUT/bench.json" "${PEERS:-$OUT/python_vs_safetensors.json}" \
+      --out "$OUT/bench_with_peers.json" | tee -a "$OUT/log.txt"
+  fi
+fi
