@@ -55,8 +55,8 @@ typedef struct hoist_load_options {
   uint32_t struct_size;       /* set by hoist_load_options_init */
   const char* device;         /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
   int threads;                /* reader threads; 0: chosen from the machine */
-  uint64_t chunk_bytes;       /* 0: default (8 MiB) */
-  uint64_t staging_bytes;     /* staging budget; 0: default (128 MiB) */
+  uint64_t chunk_bytes;       /* 0: default (4 MiB) */
+  uint64_t staging_bytes;     /* staging budget; 0: default (64 MiB) */
   double stall_timeout_s;     /* 0: default (60 s) */
   int checksum;               /* nonzero: XXH3-64 of every tensor */
   int direct_io;              /* nonzero: bypass the page cache */

@@ -56,10 +56,23 @@ if [ "$PART" = python ]; then
         >>"$OUT/sweep.jsonl"
     done
   done
-  python3 - "$OUT/sweep.jsonl" <<'PY' | tee -a "$OUT/log.txt"
+  log "staging budget x chunk size, warm, 12 readers"
+  : >"$OUT/staging.jsonl"
+  for m in 48 64 96 128 192; do
+    for c in 2 4 8; do
+      $BIN/hoist load "$MODEL" --device "$DEVICE" --json --quiet --threads 12 --chunk $c --staging $m \
+        | python3 -c 'import json,sys; d=json.load(sys.stdin); d.pop("tensors",None); d["threads"]=12; d["chunk_mib"]=int(sys.argv[1]); d["staging_mib"]=int(sys.argv[2]); print(json.dumps(d))' $c $m \
+        >>"$OUT/staging.jsonl"
+    done
+  done
+  python3 - "$OUT/sweep.jsonl" "$OUT/staging.jsonl" <<'PY' | tee -a "$OUT/log.txt"
 import json,sys
-for l in open(sys.argv[1]):
-    d=json.loads(l); print(f"threads {d['threads']:2d} chunk {d['chunk_mib']:2d} MiB: {d['gbps']:6.2f} GB/s")
+for path in sys.argv[1:]:
+    for l in open(path):
+        d=json.loads(l); p=d["phases"]
+        print(f"threads {d['threads']:2d} chunk {d['chunk_mib']:2d} MiB staging {d['staging']['bytes']>>20:4d} MiB "
+              f"({d['staging']['buffers']:3d} buffers): {d['gbps']:6.2f} GB/s wall, stream {d['bytes']/p['stream_s']/1e9:6.2f}, "
+              f"allocate {p['allocate_s']*1e3:5.1f} ms, teardown {p['teardown_s']*1e3:5.1f} ms")
 PY
   ceiling=$($BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbps"])')
   python3 scripts/device/plot_sweep.py "$OUT/sweep.jsonl" "$OUT/sweep.svg" --ceiling "$ceiling"
@@ -68,6 +81,8 @@ fi
 if [ "$PART" = bench ]; then
   log "event-timed pinned h2d ceiling (hoist_ceilings)"
   for mib in 64 8 1; do $BIN/hoist_ceilings h2d --mib-per-copy $mib --total-gib 8 | tee -a "$OUT/log.txt"; done
+  log "hoist doctor"
+  $BIN/hoist doctor "$MODEL" --device "$DEVICE" 2>&1 | tee -a "$OUT/log.txt"
   log "hoist bench --cold"
   $BIN/hoist bench "$MODEL" --device "$DEVICE" --cold --repeat 2 --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/log.txt"
   echo "bench exit code ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"

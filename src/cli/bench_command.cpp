@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct BenchFlags {
   std::string json_path;
   int threads = 0;
   double chunk_mib = 0;
-  double staging_mib = 128;
+  double staging_mib = static_cast<double>(kDefaultStagingBytes >> 20);
   std::vector<std::string> strategies = {"mmap-pageable", "pinned-4x1MiB", "direct-4x64MiB"};
 };
 
@@ -92,11 +93,16 @@ class Bench {
     (void)warmup;
     HOIST_ASSIGN_OR_RETURN(Throughput cached, MeasureParallelRead(paths_, threads, 8 * kMiB, false));
     page_cache_gbps_ = cached.gbps();
-    auto direct = MeasureParallelRead(paths_, threads, 8 * kMiB, true);
-    if (direct.ok()) {
-      direct_gbps_ = direct->gbps();
-    } else {
-      notes_.push_back("direct read ceiling not measured: " + direct.status().message());
+    // The raw direct read: the better of many small reads and fewer large ones (NVMe and
+    // virtual disks differ in which they prefer).
+    for (const auto& [direct_threads, direct_chunk] : {std::pair{threads, 8 * kMiB}, std::pair{8, 64 * kMiB}}) {
+      auto direct = MeasureParallelRead(paths_, direct_threads, direct_chunk, true);
+      if (direct.ok()) {
+        direct_gbps_ = std::max(direct_gbps_, direct->gbps());
+      } else {
+        notes_.push_back("direct read ceiling not measured: " + direct.status().message());
+        break;
+      }
     }
     const uint64_t total = std::clamp<uint64_t>(bytes_, 256 * kMiB, 8 * kGiB);
     HOIST_ASSIGN_OR_RETURN(Throughput h2d, MeasureHostToDevice(*device_, 64 * kMiB, total, true));
@@ -326,8 +332,8 @@ Runner RegisterBench(CLI::App& app) {
   cmd->add_option("--json", f->json_path, "write the results as JSON to this file");
   cmd->add_option("--threads", f->threads, "hoist's reader threads (default: from the machine)")
       ->check(CLI::Range(0, 256));
-  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 8)")->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default 128)")
+  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 4)")->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default 64)")
       ->check(CLI::Range(0.01, 1048576.0));
   cmd->add_option("--strategies", f->strategies,
                   "reference strategies to run (default: mmap-pageable pinned-4x1MiB direct-4x64MiB)")

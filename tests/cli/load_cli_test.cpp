@@ -64,7 +64,7 @@ TEST_F(LoadCliTest, HumanSummaryNamesPhasesAndStaging) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("loaded "), std::string::npos);
   EXPECT_NE(r.out.find("phases: open+parse"), std::string::npos);
-  EXPECT_NE(r.out.find(" x 8.00 MiB pinned"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" x 4.00 MiB pinned"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("peak RSS"), std::string::npos);
 }
 
