@@ -44,8 +44,9 @@ if [ "$PART" = python ]; then
     || { tail -40 "$OUT/build.txt"; exit 1; }
   echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
   log "hoist.load_file against safetensors.torch.load_file"
-  PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_vs_safetensors.py \
+  HOIST_CEILINGS=$BIN/hoist_ceilings PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_vs_safetensors.py \
     "$MODEL" --device "$DEVICE" --out "$OUT/python_vs_safetensors.json" 2>&1 | tee -a "$OUT/log.txt"
+  [ "${HOIST_SWEEPS:-1}" = 1 ] || exit 0
   log "sweep: reader threads x chunk size, warm"
   cat "$MODEL" >/dev/null
   : >"$OUT/sweep.jsonl"

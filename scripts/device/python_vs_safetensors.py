@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import time
 
 import torch
@@ -157,8 +158,16 @@ def main():
     del ours, theirs
     torch.cuda.empty_cache()
 
-    # Cold: the page cache dropped before each run.
+    # Cold: the page cache dropped before each run; first the disk's own rate, a raw parallel
+    # O_DIRECT read of the file (hoist_ceilings, 8 threads x 64 MiB), in this same run.
     cold = {}
+    ceilings = os.environ.get("HOIST_CEILINGS")
+    if ceilings:
+        drop_caches(args.path)
+        raw = subprocess.run([ceilings, "read", args.path, "--threads", "8", "--chunk-mib", "64", "--direct"],
+                             capture_output=True, text=True, check=True)
+        out["raw_direct_read_gbps"] = json.loads(raw.stdout)["gbps"]
+        print(f"cold raw O_DIRECT read (8 x 64 MiB)           {out['raw_direct_read_gbps']:7.2f} GB/s", flush=True)
     out["cold_drop"] = drop_caches(args.path)
     _, s = timed(lambda: load_file(args.path, device=args.device))
     cold["safetensors.torch.load_file"] = gb / s
@@ -180,6 +189,9 @@ def main():
     out["speedup_cold"] = cold["hoist.load_file(direct_io=True)"] / cold["safetensors.torch.load_file"]
     print(f"hoist.load_file is {out['speedup_warm']:.1f}x safetensors warm, {out['speedup_cold']:.2f}x cold",
           flush=True)
+    if "raw_direct_read_gbps" in out:
+        out["cold_ratio_to_disk"] = cold["hoist.load_file(direct_io=True)"] / out["raw_direct_read_gbps"]
+        print(f"hoist.load_file cold is {100 * out['cold_ratio_to_disk']:.0f}% of the raw disk read", flush=True)
 
     # load_into: a transformer built from the file, filled in place.
     module, config = build_transformer(model, dev)
