@@ -24,7 +24,8 @@ PyObject* g_make_error = nullptr;
 
 [[noreturn]] void Raise(hoist_status status) {
   py::object make_error = py::reinterpret_borrow<py::object>(g_make_error);
-  py::object error = make_error(std::string(hoist_last_error()), std::string(hoist_status_name(status)));
+  py::object error =
+      make_error(std::string(hoist_last_error()), std::string(hoist_status_name(status)));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();
 }
@@ -37,7 +38,8 @@ struct LoadedDeleter {
 };
 
 // One tensor: (name, dtype, shape, nbytes, file index, byte offset).
-using TensorTuple = std::tuple<std::string, std::string, std::vector<uint64_t>, uint64_t, uint32_t, uint64_t>;
+using TensorTuple =
+    std::tuple<std::string, std::string, std::vector<uint64_t>, uint64_t, uint32_t, uint64_t>;
 
 // State shared with the C callbacks of one load. Destinations are resolved before the GIL is
 // released; the progress callback takes the GIL back to check for Ctrl-C and to call Python.

@@ -1,5 +1,6 @@
 // Windows: process memory, the console, Ctrl-C / Ctrl-Break / console close.
 #include <windows.h>
+// After windows.h, which they need.
 #include <psapi.h>
 #include <shellapi.h>
 
@@ -16,10 +17,15 @@ std::atomic<int> g_stop_signal{0};
 BOOL WINAPI OnConsoleControl(DWORD type) {
   int sig = 0;
   switch (type) {
-    case CTRL_C_EVENT: sig = SIGINT; break;
+    case CTRL_C_EVENT:
+      sig = SIGINT;
+      break;
     case CTRL_BREAK_EVENT:
-    case CTRL_CLOSE_EVENT: sig = SIGTERM; break;
-    default: return FALSE;
+    case CTRL_CLOSE_EVENT:
+      sig = SIGTERM;
+      break;
+    default:
+      return FALSE;
   }
   int expected = 0;
   // A second event: the user insists; let the default handler end the process.

@@ -16,8 +16,8 @@ Status WindowsErrorStatus(uint32_t err, std::string_view what, std::string_view 
   const DWORD n = ::FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
                                    nullptr, err, 0, text, sizeof(text), nullptr);
   std::string reason(text, n);
-  while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r' || reason.back() == ' ' ||
-                             reason.back() == '.')) {
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r' ||
+                             reason.back() == ' ' || reason.back() == '.')) {
     reason.pop_back();
   }
   if (reason.empty()) reason = "Windows error";

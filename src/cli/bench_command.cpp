@@ -8,8 +8,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/platform.h"
@@ -71,7 +71,8 @@ std::string MakeCold(const TensorDirectory& dir) {
   bool advised = true;
   for (const FileEntry& f : dir.files) {
     auto file = OpenFile(f.path);
-    advised = advised && file.ok() && (*file)->Advise(AccessHint::kDropCache, 0, (*file)->size()).ok();
+    advised =
+        advised && file.ok() && (*file)->Advise(AccessHint::kDropCache, 0, (*file)->size()).ok();
   }
   return advised ? "the model's pages dropped with DONTNEED (" + drop.how + ")"
                  : "not dropped: " + drop.how;
@@ -89,13 +90,16 @@ class Bench {
 
   Status Ceilings() {
     const int threads = std::max(8, DefaultReaderThreads());
-    HOIST_ASSIGN_OR_RETURN(Throughput warmup, MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+    HOIST_ASSIGN_OR_RETURN(Throughput warmup,
+                           MeasureParallelRead(paths_, threads, 8 * kMiB, false));
     (void)warmup;
-    HOIST_ASSIGN_OR_RETURN(Throughput cached, MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+    HOIST_ASSIGN_OR_RETURN(Throughput cached,
+                           MeasureParallelRead(paths_, threads, 8 * kMiB, false));
     page_cache_gbps_ = cached.gbps();
     // The raw direct read: the better of many small reads and fewer large ones (NVMe and
     // virtual disks differ in which they prefer).
-    for (const auto& [direct_threads, direct_chunk] : {std::pair{threads, 8 * kMiB}, std::pair{8, 64 * kMiB}}) {
+    for (const auto& [direct_threads, direct_chunk] :
+         {std::pair{threads, 8 * kMiB}, std::pair{8, 64 * kMiB}}) {
       auto direct = MeasureParallelRead(paths_, direct_threads, direct_chunk, true);
       if (direct.ok()) {
         direct_gbps_ = std::max(direct_gbps_, direct->gbps());
@@ -133,7 +137,8 @@ class Bench {
       RssSampler rss;
       const auto start = std::chrono::steady_clock::now();
       auto loaded = Load(dir_, device_, options);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
       if (!loaded.ok()) return loaded.status().WithContext(label + " " + mode);
       rates.push_back(static_cast<double>(bytes_) / wall / 1e9);
@@ -183,22 +188,23 @@ class Bench {
                 dir_.files.size() == 1 ? "" : "s", device_->Info().description.c_str());
     char direct[32] = "n/a";
     if (direct_gbps_ > 0) std::snprintf(direct, sizeof direct, "%.2f GB/s", direct_gbps_);
-    std::printf("ceilings: host-to-device pinned %.2f GB/s, page-cache read %.2f GB/s, direct read %s\n",
-                h2d_gbps_, page_cache_gbps_, direct);
+    std::printf(
+        "ceilings: host-to-device pinned %.2f GB/s, page-cache read %.2f GB/s, direct read %s\n",
+        h2d_gbps_, page_cache_gbps_, direct);
     std::printf("%-16s %-5s %9s %9s %9s %12s %9s\n", "strategy", "mode", "GB/s", "best", "ratio",
                 "peak host", "verified");
     // ratio: median GB/s over the slowest ceiling on the path (warm: min(h2d, page cache);
     // cold: min(h2d, direct read)); peak host: resident memory above the run's start, less the
     // destination itself on host and sim.
     for (const Row& r : rows_) {
-      std::printf("%-16s %-5s %9.2f %9.2f %8.0f%% %12s %9s\n", r.strategy.c_str(), r.mode.c_str(), r.gbps,
-                  r.best_gbps, r.ceiling_gbps > 0 ? 100 * r.gbps / r.ceiling_gbps : 0.0,
+      std::printf("%-16s %-5s %9.2f %9.2f %8.0f%% %12s %9s\n", r.strategy.c_str(), r.mode.c_str(),
+                  r.gbps, r.best_gbps, r.ceiling_gbps > 0 ? 100 * r.gbps / r.ceiling_gbps : 0.0,
                   FormatBytes(r.peak_host_bytes).c_str(), r.verified ? "yes" : "NO");
     }
     for (const Row& r : rows_) {
       if (r.time_to_first_byte_s && r.mode == "warm") {
-        std::printf("time to first byte (%s, plan + allocate after open): %.1f ms\n", r.strategy.c_str(),
-                    *r.time_to_first_byte_s * 1e3);
+        std::printf("time to first byte (%s, plan + allocate after open): %.1f ms\n",
+                    r.strategy.c_str(), *r.time_to_first_byte_s * 1e3);
         break;
       }
     }
@@ -210,30 +216,42 @@ class Bench {
     }
     for (const std::string& n : notes_) std::printf("note: %s\n", n.c_str());
     for (const Row& r : rows_) {
-      if (!r.note.empty()) std::printf("note: %s %s: %s\n", r.strategy.c_str(), r.mode.c_str(), r.note.c_str());
+      if (!r.note.empty())
+        std::printf("note: %s %s: %s\n", r.strategy.c_str(), r.mode.c_str(), r.note.c_str());
     }
   }
 
   nlohmann::json Json() const {
     nlohmann::json j;
-    j["model"] = {{"path", flags_.path}, {"bytes", bytes_}, {"tensors", dir_.tensors.size()},
-                  {"files", dir_.files.size()}, {"format", dir_.format}};
-    j["ceilings"] = {{"h2d_pinned_gbps", h2d_gbps_}, {"page_cache_read_gbps", page_cache_gbps_},
-                     {"direct_read_gbps", direct_gbps_ > 0 ? nlohmann::json(direct_gbps_) : nlohmann::json()}};
+    j["model"] = {{"path", flags_.path},
+                  {"bytes", bytes_},
+                  {"tensors", dir_.tensors.size()},
+                  {"files", dir_.files.size()},
+                  {"format", dir_.format}};
+    j["ceilings"] = {
+        {"h2d_pinned_gbps", h2d_gbps_},
+        {"page_cache_read_gbps", page_cache_gbps_},
+        {"direct_read_gbps", direct_gbps_ > 0 ? nlohmann::json(direct_gbps_) : nlohmann::json()}};
     j["results"] = nlohmann::json::array();
     for (const Row& r : rows_) {
-      nlohmann::json row = {{"strategy", r.strategy},  {"mode", r.mode},
-                            {"gbps", r.gbps},          {"best_gbps", r.best_gbps},
-                            {"ceiling_gbps", r.ceiling_gbps},
-                            {"ratio_to_ceiling", r.ceiling_gbps > 0 ? r.gbps / r.ceiling_gbps : 0.0},
-                            {"peak_host_bytes", r.peak_host_bytes}, {"verified", r.verified}};
+      nlohmann::json row = {
+          {"strategy", r.strategy},
+          {"mode", r.mode},
+          {"gbps", r.gbps},
+          {"best_gbps", r.best_gbps},
+          {"ceiling_gbps", r.ceiling_gbps},
+          {"ratio_to_ceiling", r.ceiling_gbps > 0 ? r.gbps / r.ceiling_gbps : 0.0},
+          {"peak_host_bytes", r.peak_host_bytes},
+          {"verified", r.verified}};
       if (r.time_to_first_byte_s) row["time_to_first_byte_s"] = *r.time_to_first_byte_s;
       if (!r.note.empty()) row["note"] = r.note;
       j["results"].push_back(row);
     }
     const DeviceInfo info = device_->Info();
-    j["machine"] = {{"cpus", CpuCount()}, {"memory_bytes", PhysicalMemoryBytes()},
-                    {"device", info.name}, {"device_description", info.description},
+    j["machine"] = {{"cpus", CpuCount()},
+                    {"memory_bytes", PhysicalMemoryBytes()},
+                    {"device", info.name},
+                    {"device_description", info.description},
                     {"device_memory_bytes", info.total_memory}};
     j["notes"] = notes_;
     j["repeat"] = flags_.repeat;
@@ -241,12 +259,14 @@ class Bench {
   }
 
   bool AllVerified() const {
-    return std::all_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.verified || r.gbps == 0; });
+    return std::all_of(rows_.begin(), rows_.end(),
+                       [](const Row& r) { return r.verified || r.gbps == 0; });
   }
 
  private:
   Result<bool> VerifyLoaded(LoadedModel& model) {
-    HOIST_ASSIGN_OR_RETURN(auto mismatches, Verify(dir_, model, std::max(4, DefaultReaderThreads()), 1));
+    HOIST_ASSIGN_OR_RETURN(auto mismatches,
+                           Verify(dir_, model, std::max(4, DefaultReaderThreads()), 1));
     if (!mismatches.empty()) {
       notes_.push_back("MISMATCH in " + mismatches[0].tensor + " at byte " +
                        std::to_string(mismatches[0].tensor_offset));
@@ -292,7 +312,8 @@ int RunBench(const BenchFlags& f) {
   std::fprintf(stderr, "hoist bench: measuring ceilings\n");
   if (Status s = bench.Ceilings(); !s.ok()) return Fail(s);
   std::fprintf(stderr, "hoist bench: hoist, warm\n");
-  if (Status s = bench.RunHoist("warm", IoMode::kBuffered, f.repeat, "hoist"); !s.ok()) return Fail(s);
+  if (Status s = bench.RunHoist("warm", IoMode::kBuffered, f.repeat, "hoist"); !s.ok())
+    return Fail(s);
   for (const std::string& name : f.strategies) {
     std::fprintf(stderr, "hoist bench: %s, warm\n", name.c_str());
     if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return Fail(s);
@@ -300,7 +321,8 @@ int RunBench(const BenchFlags& f) {
   if (f.cold) {
     std::fprintf(stderr, "hoist bench: cold runs\n");
     if (Status s = bench.RunHoist("cold", IoMode::kDirect, 1, "hoist"); !s.ok()) return Fail(s);
-    if (Status s = bench.RunHoist("cold", IoMode::kBuffered, 1, "hoist-buffered"); !s.ok()) return Fail(s);
+    if (Status s = bench.RunHoist("cold", IoMode::kBuffered, 1, "hoist-buffered"); !s.ok())
+      return Fail(s);
     for (const std::string& name : f.strategies) {
       if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return Fail(s);
     }
@@ -323,20 +345,27 @@ int RunBench(const BenchFlags& f) {
 Runner RegisterBench(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure the machine's ceilings, hoist's load and other loaders' strategies on one model");
-  cmd->add_option("PATH", f->path, "a model file, index, directory or first GGUF split")->required();
-  cmd->add_option("--device", f->device, "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
-  cmd->add_flag("--cold", f->cold, "also run each load once from a cold page cache (drops it where allowed)");
-  cmd->add_option("--repeat", f->repeat, "warm runs of each load; the table shows the median (default 3)")
+      "bench",
+      "Measure the machine's ceilings, hoist's load and other loaders' strategies on one model");
+  cmd->add_option("PATH", f->path, "a model file, index, directory or first GGUF split")
+      ->required();
+  cmd->add_option("--device", f->device,
+                  "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
+  cmd->add_flag("--cold", f->cold,
+                "also run each load once from a cold page cache (drops it where allowed)");
+  cmd->add_option("--repeat", f->repeat,
+                  "warm runs of each load; the table shows the median (default 3)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--json", f->json_path, "write the results as JSON to this file");
   cmd->add_option("--threads", f->threads, "hoist's reader threads (default: from the machine)")
       ->check(CLI::Range(0, 256));
-  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 4)")->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 4)")
+      ->check(CLI::Range(0.0, 4096.0));
   cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default 64)")
       ->check(CLI::Range(0.01, 1048576.0));
-  cmd->add_option("--strategies", f->strategies,
-                  "reference strategies to run (default: mmap-pageable pinned-4x1MiB direct-4x64MiB)")
+  cmd->add_option(
+         "--strategies", f->strategies,
+         "reference strategies to run (default: mmap-pageable pinned-4x1MiB direct-4x64MiB)")
       ->delimiter(',');
   return [f] { return RunBench(*f); };
 }

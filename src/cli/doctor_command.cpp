@@ -55,15 +55,19 @@ class Doctor {
     traps_.push_back(what);
     json_["traps"].push_back(what);
   }
-  void Fact(const std::string& name, const nlohmann::json& value) { json_["machine"][name] = value; }
+  void Fact(const std::string& name, const nlohmann::json& value) {
+    json_["machine"][name] = value;
+  }
 
   void Print(const std::string& header) const {
     std::printf("%s\n\nceilings\n", header.c_str());
     for (const Finding& f : ceilings_) {
-      std::printf("  %-34s %s%s%s\n", f.name.c_str(), f.value.c_str(), f.why.empty() ? "" : ": ", f.why.c_str());
+      std::printf("  %-34s %s%s%s\n", f.name.c_str(), f.value.c_str(), f.why.empty() ? "" : ": ",
+                  f.why.c_str());
     }
     std::printf("\nsettings hoist will use\n");
-    for (const Finding& f : settings_) std::printf("  %-14s %-12s %s\n", f.name.c_str(), f.value.c_str(), f.why.c_str());
+    for (const Finding& f : settings_)
+      std::printf("  %-14s %-12s %s\n", f.name.c_str(), f.value.c_str(), f.why.c_str());
     std::printf("\ntraps\n");
     if (traps_.empty()) std::printf("  none found\n");
     for (const std::string& t : traps_) std::printf("  ! %s\n", t.c_str());
@@ -112,9 +116,12 @@ int RunDoctor(const DoctorFlags& f) {
     const int threads = std::max(8, DefaultReaderThreads());
     const CacheDrop drop = DropPageCache();
     if (drop.dropped) {
-      doctor.Measured("storage read, buffered (cold)", MeasureParallelRead(paths, threads, 8 * kMiB, false));
+      doctor.Measured("storage read, buffered (cold)",
+                      MeasureParallelRead(paths, threads, 8 * kMiB, false));
     } else {
-      doctor.Measured("storage read, buffered", Status::Unavailable("the page cache cannot be emptied here (" + drop.how + "); see the direct read"));
+      doctor.Measured("storage read, buffered",
+                      Status::Unavailable("the page cache cannot be emptied here (" + drop.how +
+                                          "); see the direct read"));
     }
     auto direct = MeasureParallelRead(paths, threads, 8 * kMiB, true);
     doctor.Measured("storage read, direct (O_DIRECT)", direct);
@@ -137,39 +144,52 @@ int RunDoctor(const DoctorFlags& f) {
   // The device's copy engine (host and sim copy with the CPU: smaller totals do).
   const uint64_t total = gpu ? 4 * kGiB : 512 * kMiB;
   doctor.Measured("pinned allocation (64 MiB buffers)", MeasurePinnedAllocation(dev, 64 * kMiB, 8));
-  doctor.Measured("host-to-device, pinned 64 MiB copies", MeasureHostToDevice(dev, 64 * kMiB, total, true));
-  doctor.Measured("host-to-device, pinned 1 MiB copies", MeasureHostToDevice(dev, 1 * kMiB, total / 4, true));
-  doctor.Measured("host-to-device, pageable 64 MiB", MeasureHostToDevice(dev, 64 * kMiB, total / 4, false));
+  doctor.Measured("host-to-device, pinned 64 MiB copies",
+                  MeasureHostToDevice(dev, 64 * kMiB, total, true));
+  doctor.Measured("host-to-device, pinned 1 MiB copies",
+                  MeasureHostToDevice(dev, 1 * kMiB, total / 4, true));
+  doctor.Measured("host-to-device, pageable 64 MiB",
+                  MeasureHostToDevice(dev, 64 * kMiB, total / 4, false));
   doctor.Measured("device-to-host, 64 MiB copies", MeasureDeviceToHost(dev, 64 * kMiB, total / 4));
 
   const uint64_t memlock = MemlockLimitBytes();
   const uint64_t staging = kDefaultStagingBytes;
-  doctor.Fact("memlock_limit_bytes", memlock == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(memlock));
-  header += "\nmemlock limit: " + (memlock == UINT64_MAX ? std::string("unlimited") : FormatBytes(memlock));
+  doctor.Fact("memlock_limit_bytes",
+              memlock == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(memlock));
+  header += "\nmemlock limit: " +
+            (memlock == UINT64_MAX ? std::string("unlimited") : FormatBytes(memlock));
   if (gpu && memlock != UINT64_MAX && memlock < staging) {
-    doctor.Trap("the memlock limit (" + FormatBytes(memlock) + ") is below the " + FormatBytes(staging) + " staging budget: "
-                "pinned allocations may fail, and hoist then falls back to smaller buffers and at last "
-                "to small pageable copies (slower); raise it with `ulimit -l unlimited` or limits.conf");
+    doctor.Trap(
+        "the memlock limit (" + FormatBytes(memlock) + ") is below the " + FormatBytes(staging) +
+        " staging budget: "
+        "pinned allocations may fail, and hoist then falls back to smaller buffers and at last "
+        "to small pageable copies (slower); raise it with `ulimit -l unlimited` or limits.conf");
   }
   if (info.name.rfind("hip", 0) == 0) {
-    doctor.Trap("ROCm: pageable or file-backed memory handed to hipMemcpy can stop the SDMA engine "
-                "from signalling completion (the ~30 GiB mmap hang); hoist only ever copies from its "
-                "pinned staging buffers, or, with no pinned memory, in pieces of at most 512 KiB");
+    doctor.Trap(
+        "ROCm: pageable or file-backed memory handed to hipMemcpy can stop the SDMA engine "
+        "from signalling completion (the ~30 GiB mmap hang); hoist only ever copies from its "
+        "pinned staging buffers, or, with no pinned memory, in pieces of at most 512 KiB");
   }
 
   const int threads = DefaultReaderThreads();
-  doctor.Setting("threads", std::to_string(threads),
-                 "3/4 of the " + std::to_string(CpuCount()) + " CPUs, between 2 and 12: enough reads in "
-                 "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
+  doctor.Setting(
+      "threads", std::to_string(threads),
+      "3/4 of the " + std::to_string(CpuCount()) +
+          " CPUs, between 2 and 12: enough reads in "
+          "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
   doctor.Setting("chunk", FormatBytes(kDefaultChunkBytes),
                  "per-read overhead well under 1%, and 16 chunks in flight in the staging budget "
                  "(an H200 sweep of 2-32 MiB: docs/PERFORMANCE.md)");
-  doctor.Setting("staging", FormatBytes(kDefaultStagingBytes),
-                 "pinned buffers, 4 allocated before streaming and the rest in the background; as fast "
-                 "as 128 MiB on the H200 with half the pinned memory; peak host memory stays near it");
-  doctor.Setting("copy queues", std::to_string(dev.queues()),
-                 gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
-  doctor.Setting("io", "buffered", "page cache; `--io direct` for cold loads where the file system allows");
+  doctor.Setting(
+      "staging", FormatBytes(kDefaultStagingBytes),
+      "pinned buffers, 4 allocated before streaming and the rest in the background; as fast "
+      "as 128 MiB on the H200 with half the pinned memory; peak host memory stays near it");
+  doctor.Setting(
+      "copy queues", std::to_string(dev.queues()),
+      gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
+  doctor.Setting("io", "buffered",
+                 "page cache; `--io direct` for cold loads where the file system allows");
   doctor.Print(header);
   if (f.json) std::cout << doctor.json().dump(2) << "\n";
   return kExitOk;
@@ -180,9 +200,11 @@ int RunDoctor(const DoctorFlags& f) {
 Runner RegisterDoctor(CLI::App& app) {
   auto f = std::make_shared<DoctorFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "doctor", "Measure this machine's ceilings, show the settings hoist will use and flag known traps");
+      "doctor",
+      "Measure this machine's ceilings, show the settings hoist will use and flag known traps");
   cmd->add_option("PATH", f->path, "a model whose storage to measure (optional)");
-  cmd->add_option("--device", f->device, "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
+  cmd->add_option("--device", f->device,
+                  "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
   cmd->add_flag("--json", f->json, "also print the findings as JSON");
   return [f] { return RunDoctor(*f); };
 }

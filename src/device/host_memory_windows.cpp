@@ -7,8 +7,8 @@
 namespace hoist {
 
 Result<void*> AllocateHostMemory(uint64_t bytes, const char* who) {
-  void* p = ::VirtualAlloc(nullptr, static_cast<SIZE_T>(bytes), MEM_RESERVE | MEM_COMMIT,
-                           PAGE_READWRITE);
+  void* p =
+      ::VirtualAlloc(nullptr, static_cast<SIZE_T>(bytes), MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
   if (p == nullptr) {
     return Status::DeviceError(std::string(who) + ": cannot allocate " + std::to_string(bytes) +
                                " bytes of host memory (Windows error " +

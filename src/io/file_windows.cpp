@@ -67,7 +67,8 @@ class WindowsFile final : public File {
 
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
     thread_local ThreadEvent event;
-    if (event.get() == nullptr) return WindowsErrorStatus(::GetLastError(), "CreateEvent failed", path_);
+    if (event.get() == nullptr)
+      return WindowsErrorStatus(::GetLastError(), "CreateEvent failed", path_);
     const size_t want = n < kMaxIoPerCall ? n : kMaxIoPerCall;
     OVERLAPPED ov = OverlappedAt(offset, event.get());
     DWORD got = 0;
@@ -163,7 +164,8 @@ Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path) {
   HOIST_ASSIGN_OR_RETURN(std::wstring wide, WidePath(path));
   HANDLE file = ::CreateFileW(wide.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE,
                               nullptr, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr);
-  if (file == INVALID_HANDLE_VALUE) return WindowsErrorStatus(::GetLastError(), "cannot open", path);
+  if (file == INVALID_HANDLE_VALUE)
+    return WindowsErrorStatus(::GetLastError(), "cannot open", path);
   LARGE_INTEGER size{};
   if (!::GetFileSizeEx(file, &size)) {
     const DWORD err = ::GetLastError();

@@ -59,7 +59,8 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
         // Direct reads ask for whole aligned blocks; the last one may come back short.
         const uint64_t ask = direct ? (p.length + kAlign - 1) / kAlign * kAlign : p.length;
         while (status.ok() && done < p.length) {
-          auto got = p.file->ReadSome(p.offset + done, static_cast<char*>(*buffer) + done, ask - done);
+          auto got =
+              p.file->ReadSome(p.offset + done, static_cast<char*>(*buffer) + done, ask - done);
           if (!got.ok()) {
             status = got.status();
           } else if (!got->interrupted && got->bytes == 0) {
@@ -114,9 +115,10 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
     std::vector<std::unique_ptr<CopyHandle>> in_flight;
     for (uint64_t i = 0; i < copies; ++i) {
       const uint64_t at = (i % slots) * copy_bytes;
-      HOIST_ASSIGN_OR_RETURN(auto copy, device.CopyToDeviceAsync(static_cast<char*>(*target) + at,
-                                                                  static_cast<char*>(host) + at,
-                                                                  copy_bytes, static_cast<int>(i % queues)));
+      HOIST_ASSIGN_OR_RETURN(
+          auto copy,
+          device.CopyToDeviceAsync(static_cast<char*>(*target) + at, static_cast<char*>(host) + at,
+                                   copy_bytes, static_cast<int>(i % queues)));
       in_flight.push_back(std::move(copy));
       // Keep a bounded number in flight (the pipeline keeps a few per queue).
       if (in_flight.size() >= static_cast<size_t>(4 * queues)) {
@@ -153,7 +155,8 @@ Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_byte
   Throughput result;
   const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
   const Clock::time_point start = Clock::now();
-  for (uint64_t i = 0; status.ok() && i < copies; ++i) status = device.CopyToHost(*host, source, copy_bytes);
+  for (uint64_t i = 0; status.ok() && i < copies; ++i)
+    status = device.CopyToHost(*host, source, copy_bytes);
   result = {copies * copy_bytes, SecondsSince(start)};
   FreeHostMemory(*host);
   (void)device.FreeDevice(source);

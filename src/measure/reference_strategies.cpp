@@ -40,9 +40,9 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
     const TensorEntry& t = dir.tensors[i];
     if (t.nbytes == 0) continue;
-    HOIST_ASSIGN_OR_RETURN(auto copy, device.CopyToDeviceAsync(model.pointers[i],
-                                                               maps[t.file]->data() + t.offset,
-                                                               t.nbytes, 0));
+    HOIST_ASSIGN_OR_RETURN(
+        auto copy,
+        device.CopyToDeviceAsync(model.pointers[i], maps[t.file]->data() + t.offset, t.nbytes, 0));
     HOIST_RETURN_IF_ERROR(WaitForCopy(*copy));
   }
   return Status::Ok();
@@ -51,14 +51,17 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
 // Reads [begin, begin + n) of a file opened for direct I/O into buffer, whose first byte is
 // file byte aligned_begin (a multiple of the alignment); the last block may be short.
 Status ReadDirect(File& file, uint64_t aligned_begin, uint64_t end, unsigned char* buffer) {
-  const uint64_t aligned_end = std::min((end + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment,
-                                        (file.size() + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment);
+  const uint64_t aligned_end =
+      std::min((end + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment,
+               (file.size() + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment);
   uint64_t at = aligned_begin;
   while (at < end) {
-    HOIST_ASSIGN_OR_RETURN(RawRead got, file.ReadSome(at, buffer + (at - aligned_begin), aligned_end - at));
+    HOIST_ASSIGN_OR_RETURN(RawRead got,
+                           file.ReadSome(at, buffer + (at - aligned_begin), aligned_end - at));
     if (got.interrupted) continue;
     if (got.bytes == 0) {
-      return Status::IoError(file.path() + ": unexpected end of file at byte " + std::to_string(at));
+      return Status::IoError(file.path() + ": unexpected end of file at byte " +
+                             std::to_string(at));
     }
     at += got.bytes;
   }
@@ -67,8 +70,8 @@ Status ReadDirect(File& file, uint64_t aligned_begin, uint64_t end, unsigned cha
 
 // One thread, `count` pinned buffers of `bytes` used in turn; a buffer is refilled once its
 // previous copy has completed.
-Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model,
-                  int count, uint64_t bytes, bool direct) {
+Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model, int count,
+                  uint64_t bytes, bool direct) {
   std::vector<std::unique_ptr<File>> files;
   OpenOptions options;
   options.direct = direct;
@@ -111,7 +114,8 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
         status = files[t.file]->ReadExact(begin, buffer, n);
       }
       if (!status.ok()) break;
-      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done, buffer + skip, n, 0);
+      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done,
+                                           buffer + skip, n, 0);
       if (!copy.ok()) {
         status = copy.status();
         break;
@@ -133,9 +137,12 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
 
 const char* ReferenceStrategyName(ReferenceStrategy strategy) {
   switch (strategy) {
-    case ReferenceStrategy::kMmapPageable: return "mmap-pageable";
-    case ReferenceStrategy::kPinned4x1MiB: return "pinned-4x1MiB";
-    case ReferenceStrategy::kDirect4x64MiB: return "direct-4x64MiB";
+    case ReferenceStrategy::kMmapPageable:
+      return "mmap-pageable";
+    case ReferenceStrategy::kPinned4x1MiB:
+      return "pinned-4x1MiB";
+    case ReferenceStrategy::kDirect4x64MiB:
+      return "direct-4x64MiB";
   }
   return "unknown";
 }
@@ -155,8 +162,12 @@ Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
   HOIST_RETURN_IF_ERROR(Place(dir, *device, *model));
   Status status;
   switch (strategy) {
-    case ReferenceStrategy::kMmapPageable: status = LoadFromMapping(dir, *device, *model); break;
-    case ReferenceStrategy::kPinned4x1MiB: status = LoadStaged(dir, *device, *model, 4, 1ull << 20, false); break;
+    case ReferenceStrategy::kMmapPageable:
+      status = LoadFromMapping(dir, *device, *model);
+      break;
+    case ReferenceStrategy::kPinned4x1MiB:
+      status = LoadStaged(dir, *device, *model, 4, 1ull << 20, false);
+      break;
     case ReferenceStrategy::kDirect4x64MiB: {
       status = LoadStaged(dir, *device, *model, 4, 64ull << 20, true);
       break;

@@ -14,7 +14,8 @@
 namespace hoist {
 
 enum class ReferenceStrategy : uint8_t {
-  kMmapPageable,   // mmap the file; one synchronous copy per tensor from the mapping (llama.cpp, mmap on)
+  kMmapPageable,   // mmap the file; one synchronous copy per tensor from the mapping (llama.cpp,
+                   // mmap on)
   kPinned4x1MiB,   // one thread, four 1 MiB pinned buffers, pread (llama.cpp, mmap off)
   kDirect4x64MiB,  // one thread, four 64 MiB pinned buffers, O_DIRECT (ds4's loader)
 };

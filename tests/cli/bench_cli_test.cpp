@@ -29,7 +29,8 @@ class BenchCliTest : public ::testing::Test {
 TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
   for (const char* device : {"host", "sim:bandwidth=8GB/s"}) {
     const std::string json_path = tmp_.File("bench.json");
-    auto r = RunHoist({"bench", model_, "--device", device, "--repeat", "2", "--cold", "--json", json_path});
+    auto r = RunHoist(
+        {"bench", model_, "--device", device, "--repeat", "2", "--cold", "--json", json_path});
     ASSERT_EQ(r.exit_code, 0) << device << ": " << r.err << r.out;
     EXPECT_NE(r.out.find("strategy         mode"), std::string::npos) << r.out;
     std::ifstream in(json_path);
@@ -41,7 +42,8 @@ TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
     EXPECT_GT(j["ceilings"]["page_cache_read_gbps"].get<double>(), 0);
     std::set<std::string> seen;
     for (const auto& row : j["results"]) {
-      const std::string name = row["strategy"].get<std::string>() + "/" + row["mode"].get<std::string>();
+      const std::string name =
+          row["strategy"].get<std::string>() + "/" + row["mode"].get<std::string>();
       seen.insert(name);
       for (const char* key : {"gbps", "ratio_to_ceiling", "peak_host_bytes", "verified"}) {
         EXPECT_TRUE(row.contains(key)) << name << " " << key;
@@ -50,8 +52,9 @@ TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
       EXPECT_TRUE(row["verified"].get<bool>()) << name;
       EXPECT_GT(row["gbps"].get<double>(), 0) << name;
     }
-    for (const char* want : {"hoist/warm", "mmap-pageable/warm", "pinned-4x1MiB/warm", "direct-4x64MiB/warm",
-                             "hoist/cold", "hoist-buffered/cold", "mmap-pageable/cold"}) {
+    for (const char* want :
+         {"hoist/warm", "mmap-pageable/warm", "pinned-4x1MiB/warm", "direct-4x64MiB/warm",
+          "hoist/cold", "hoist-buffered/cold", "mmap-pageable/cold"}) {
       EXPECT_EQ(seen.count(want), 1u) << device << " " << want;
     }
     EXPECT_TRUE(j["results"][0].contains("time_to_first_byte_s"));
