@@ -4,7 +4,7 @@
 # usable, else host memory), verifying every byte. Usage: scripts/demo.sh [MODEL] [DEVICE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --core
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target hoist_cli
 model=${1:-}

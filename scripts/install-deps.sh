@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what hoist's build and tests need on Debian 12 (run as root, or with sudo available).
+# --core: only what building hoist needs (the demo), not the cross-compilers, wine, ROCm,
+# torch and the reference readers that the tests use.
 set -euo pipefail
+core=false
+[ "${1:-}" = --core ] && core=true
 cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -8,26 +12,32 @@ packages=(
   cmake g++ clang libclang-rt-14-dev make
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev liburing-dev
-  # Windows cross-build and its test runner; the HIP backend's build check
-  g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
-  # the Python module and its tests (Debian's torch is CPU-only)
-  python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
-  python3-torch python3-xxhash
 )
+if ! $core; then
+  packages+=(
+    # Windows cross-build and its test runner; the HIP backend's build check
+    g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
+    # the Python module and its tests (Debian's torch is CPU-only)
+    python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
+    python3-torch python3-xxhash
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
 # Node.js and npm for the test-only reference reader; a Node.js from elsewhere (which bundles
 # npm and conflicts with Debian's npm package) is used as it is.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+if ! $core; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The reference GGUF reader for the differential test (test-only, pinned).
-if [ ! -d tests/differential/node_modules/@huggingface/gguf ]; then
+if ! $core && [ ! -d tests/differential/node_modules/@huggingface/gguf ]; then
   npm ci --prefix tests/differential --no-audit --no-fund --loglevel=error
 fi
 echo "hoist: build dependencies are installed"
