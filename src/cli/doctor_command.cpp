@@ -142,7 +142,7 @@ int RunDoctor(const DoctorFlags& f) {
   }
 
   // The device's copy engine (host and sim copy with the CPU: smaller totals do).
-  const uint64_t total = gpu ? 4 * kGiB : 512 * kMiB;
+  const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
   doctor.Measured("pinned allocation (64 MiB buffers)", MeasurePinnedAllocation(dev, 64 * kMiB, 8));
   doctor.Measured("host-to-device, pinned 64 MiB copies",
                   MeasureHostToDevice(dev, 64 * kMiB, total, true));

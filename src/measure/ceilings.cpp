@@ -111,6 +111,7 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
   }
   const uint64_t slots = span / copy_bytes;
   const int queues = std::max(device.queues(), 1);
+  const size_t max_in_flight = static_cast<size_t>(std::min<uint64_t>(4 * queues, slots));
   auto run = [&](uint64_t copies) -> Status {
     std::vector<std::unique_ptr<CopyHandle>> in_flight;
     for (uint64_t i = 0; i < copies; ++i) {
@@ -120,8 +121,9 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
           device.CopyToDeviceAsync(static_cast<char*>(*target) + at, static_cast<char*>(host) + at,
                                    copy_bytes, static_cast<int>(i % queues)));
       in_flight.push_back(std::move(copy));
-      // Keep a bounded number in flight (the pipeline keeps a few per queue).
-      if (in_flight.size() >= static_cast<size_t>(4 * queues)) {
+      // Keep a bounded number in flight (the pipeline keeps a few per queue), and never two
+      // copies into the same slot at once.
+      if (in_flight.size() >= max_in_flight) {
         HOIST_RETURN_IF_ERROR(WaitForCopy(*in_flight.front()));
         in_flight.erase(in_flight.begin());
       }
