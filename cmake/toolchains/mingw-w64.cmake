@@ -16,5 +16,5 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # Self-contained executables: no libstdc++/libwinpthread DLLs to find at run time.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
-set(CMAKE_CROSSCOMPILING_EMULATOR wine CACHE STRING "Runs the Windows test binaries")
+set(CMAKE_CROSSCOMPILING_EMULATOR wine)  # runs the Windows test binaries
 set(HOIST_HOST_HEADER_ONLY_DEPS ON CACHE BOOL "")

@@ -83,6 +83,7 @@ TEST_F(BenchCliTest, DoctorMeasuresAndReportsSettings) {
   EXPECT_TRUE(j["machine"].contains("file_system"));
 }
 
+#if defined(__linux__)
 TEST_F(BenchCliTest, DoctorFlagsTmpfs) {
   // /dev/shm is a tmpfs on Linux: direct I/O is refused there.
   if (!std::ifstream("/dev/shm/.").good() && !std::ifstream("/proc/mounts").good()) GTEST_SKIP();
@@ -99,6 +100,7 @@ TEST_F(BenchCliTest, DoctorFlagsTmpfs) {
   EXPECT_NE(r.out.find("on tmpfs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("direct I/O is refused on tmpfs"), std::string::npos) << r.out;
 }
+#endif
 
 }  // namespace
 }  // namespace hoist
