@@ -53,7 +53,16 @@ class File {
 
   // Reads exactly n bytes at offset, looping over short and interrupted reads. A read that
   // returns 0 bytes before n are read is an error naming the file and the offset.
-  Status ReadExact(uint64_t offset, void* dst, size_t n);
+  Status ReadExact(uint64_t offset, void* dst, size_t n) { return ReadAtLeast(offset, dst, n, n); }
+  // Reads the bytes [offset, offset + n) into dst. On a direct file it reads the whole
+  // aligned blocks that cover them (dst needs room for n + 2 * direct_alignment() - 2 bytes
+  // and must be aligned) and the last block of the file may come back short. Returns where
+  // file byte `offset` landed in dst.
+  Result<unsigned char*> ReadCovering(uint64_t offset, unsigned char* dst, size_t n);
+
+ private:
+  // The one read loop: at least `need` bytes, asking for up to `ask`, at offset.
+  Status ReadAtLeast(uint64_t offset, void* dst, size_t need, size_t ask);
 };
 
 // A file opened for writing (the format writers and tests use it). Not thread safe.

@@ -42,8 +42,8 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
     result.bytes += file->size();
     files.push_back(std::move(file));
   }
-  constexpr uint64_t kAlign = 4096;
-  const uint64_t buffer_bytes = (chunk_bytes + kAlign - 1) / kAlign * kAlign;
+  // Room for the aligned blocks that cover a chunk (File::ReadCovering).
+  const uint64_t buffer_bytes = chunk_bytes + 2 * 4096;
   std::atomic<size_t> next{0};
   std::mutex mutex;
   Status error;
@@ -55,21 +55,8 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
       Status status = buffer.ok() ? Status::Ok() : buffer.status();
       for (size_t k = next.fetch_add(1); status.ok() && k < pieces.size(); k = next.fetch_add(1)) {
         const Piece& p = pieces[k];
-        uint64_t done = 0;
-        // Direct reads ask for whole aligned blocks; the last one may come back short.
-        const uint64_t ask = direct ? (p.length + kAlign - 1) / kAlign * kAlign : p.length;
-        while (status.ok() && done < p.length) {
-          auto got =
-              p.file->ReadSome(p.offset + done, static_cast<char*>(*buffer) + done, ask - done);
-          if (!got.ok()) {
-            status = got.status();
-          } else if (!got->interrupted && got->bytes == 0) {
-            status = Status::IoError(p.file->path() + ": unexpected end of file at byte " +
-                                     std::to_string(p.offset + done));
-          } else {
-            done += got->bytes;
-          }
-        }
+        auto read = p.file->ReadCovering(p.offset, static_cast<unsigned char*>(*buffer), p.length);
+        if (!read.ok()) status = read.status();
       }
       if (buffer.ok()) FreeHostMemory(*buffer);
       if (!status.ok()) {

@@ -48,26 +48,6 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
   return Status::Ok();
 }
 
-// Reads [begin, begin + n) of a file opened for direct I/O into buffer, whose first byte is
-// file byte aligned_begin (a multiple of the alignment); the last block may be short.
-Status ReadDirect(File& file, uint64_t aligned_begin, uint64_t end, unsigned char* buffer) {
-  const uint64_t aligned_end =
-      std::min((end + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment,
-               (file.size() + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment);
-  uint64_t at = aligned_begin;
-  while (at < end) {
-    HOIST_ASSIGN_OR_RETURN(RawRead got,
-                           file.ReadSome(at, buffer + (at - aligned_begin), aligned_end - at));
-    if (got.interrupted) continue;
-    if (got.bytes == 0) {
-      return Status::IoError(file.path() + ": unexpected end of file at byte " +
-                             std::to_string(at));
-    }
-    at += got.bytes;
-  }
-  return Status::Ok();
-}
-
 // One thread, `count` pinned buffers of `bytes` used in turn; a buffer is refilled once its
 // previous copy has completed.
 Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model, int count,
@@ -103,19 +83,14 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
         copies[b].reset();
         if (!status.ok()) break;
       }
-      auto* buffer = static_cast<unsigned char*>(buffers[b]);
-      const uint64_t begin = t.offset + done;
-      uint64_t skip = 0;
-      if (direct) {
-        const uint64_t aligned = begin / kDirectAlignment * kDirectAlignment;
-        skip = begin - aligned;
-        status = ReadDirect(*files[t.file], aligned, begin + n, buffer);
-      } else {
-        status = files[t.file]->ReadExact(begin, buffer, n);
+      auto read = files[t.file]->ReadCovering(t.offset + done,
+                                              static_cast<unsigned char*>(buffers[b]), n);
+      if (!read.ok()) {
+        status = read.status();
+        break;
       }
-      if (!status.ok()) break;
-      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done,
-                                           buffer + skip, n, 0);
+      auto copy =
+          device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done, *read, n, 0);
       if (!copy.ok()) {
         status = copy.status();
         break;

@@ -128,35 +128,8 @@ struct LoadJob {
 
 // Reads chunk c into buffer; returns where the chunk's first byte landed.
 Result<const unsigned char*> ReadChunk(LoadJob& job, const Chunk& c, unsigned char* buffer) {
-  File& file = *job.files[c.file];
-  if (!file.direct()) {
-    HOIST_RETURN_IF_ERROR(file.ReadExact(c.offset, buffer, c.length));
-    return buffer;
-  }
-  // Direct I/O reads whole aligned blocks; the chunk sits inside them. The last block of the
-  // file may come back short, which is fine once the chunk's bytes are in.
-  const uint64_t a = file.direct_alignment();
-  const uint64_t begin = c.offset / a * a;
-  const uint64_t end = AlignUp(c.offset + c.length, a);
-  const uint64_t need = c.offset + c.length - begin;
-  uint64_t done = 0;
-  int interrupts = 0;
-  while (done < need) {
-    HOIST_ASSIGN_OR_RETURN(RawRead got, file.ReadSome(begin + done, buffer + done, end - begin - done));
-    if (got.interrupted) {
-      if (++interrupts > 10000) return Status::IoError(file.path() + ": reads keep being interrupted");
-      continue;
-    }
-    if (got.bytes == 0) {
-      return Status::IoError(file.path() + ": unexpected end of file at byte " +
-                             std::to_string(begin + done));
-    }
-    if (got.bytes % a != 0 && done + got.bytes < need) {
-      return Status::IoError(file.path() + ": short direct read at byte " + std::to_string(begin + done));
-    }
-    done += got.bytes;
-  }
-  return buffer + (c.offset - begin);
+  HOIST_ASSIGN_OR_RETURN(unsigned char* at, job.files[c.file]->ReadCovering(c.offset, buffer, c.length));
+  return at;
 }
 
 // Feeds tensor t's checksum with every piece that is next in line, unless another thread is
