@@ -52,11 +52,6 @@ struct Row {
   std::optional<double> time_to_first_byte_s;
 };
 
-int Fail(const Status& status) {
-  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
-  return ExitCodeFor(status);
-}
-
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -305,33 +300,34 @@ class Bench {
 int RunBench(const BenchFlags& f) {
   InstallStopSignalHandlers();
   auto dir = OpenModel(f.path);
-  if (!dir.ok()) return Fail(dir.status());
+  if (!dir.ok()) return ReportFailure(dir.status());
   auto device = OpenDevice(f.device);
-  if (!device.ok()) return Fail(device.status());
+  if (!device.ok()) return ReportFailure(device.status());
   Bench bench(f, std::move(dir).value(), std::move(device).value());
   std::fprintf(stderr, "hoist bench: measuring ceilings\n");
-  if (Status s = bench.Ceilings(); !s.ok()) return Fail(s);
+  if (Status s = bench.Ceilings(); !s.ok()) return ReportFailure(s);
   std::fprintf(stderr, "hoist bench: hoist, warm\n");
   if (Status s = bench.RunHoist("warm", IoMode::kBuffered, f.repeat, "hoist"); !s.ok())
-    return Fail(s);
+    return ReportFailure(s);
   for (const std::string& name : f.strategies) {
     std::fprintf(stderr, "hoist bench: %s, warm\n", name.c_str());
-    if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return Fail(s);
+    if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return ReportFailure(s);
   }
   if (f.cold) {
     std::fprintf(stderr, "hoist bench: cold runs\n");
-    if (Status s = bench.RunHoist("cold", IoMode::kDirect, 1, "hoist"); !s.ok()) return Fail(s);
+    if (Status s = bench.RunHoist("cold", IoMode::kDirect, 1, "hoist"); !s.ok())
+      return ReportFailure(s);
     if (Status s = bench.RunHoist("cold", IoMode::kBuffered, 1, "hoist-buffered"); !s.ok())
-      return Fail(s);
+      return ReportFailure(s);
     for (const std::string& name : f.strategies) {
-      if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return Fail(s);
+      if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return ReportFailure(s);
     }
   }
   bench.Print();
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
     out << bench.Json().dump(2) << "\n";
-    if (!out) return Fail(Status::IoError(f.json_path + ": cannot write the JSON report"));
+    if (!out) return ReportFailure(Status::IoError(f.json_path + ": cannot write the JSON report"));
   }
   if (!bench.AllVerified()) {
     std::fprintf(stderr, "hoist: bench: a load did not verify byte-exact\n");

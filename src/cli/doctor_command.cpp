@@ -86,8 +86,7 @@ int RunDoctor(const DoctorFlags& f) {
   Doctor doctor;
   auto device = OpenDevice(f.device);
   if (!device.ok()) {
-    std::fprintf(stderr, "hoist: %s\n", device.status().message().c_str());
-    return ExitCodeFor(device.status());
+    return ReportFailure(device.status());
   }
   CheckedDevice& dev = **device;
   const DeviceInfo info = dev.Info();
@@ -106,8 +105,7 @@ int RunDoctor(const DoctorFlags& f) {
   if (!f.path.empty()) {
     auto dir = OpenModel(f.path);
     if (!dir.ok()) {
-      std::fprintf(stderr, "hoist: %s\n", dir.status().message().c_str());
-      return ExitCodeFor(dir.status());
+      return ReportFailure(dir.status());
     }
     for (const FileEntry& file : dir->files) paths.push_back(file.path);
     const std::string fs = FileSystemKind(paths[0]);

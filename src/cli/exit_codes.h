@@ -1,6 +1,9 @@
 // The command-line tool's exit codes, one per kind of failure.
 #pragma once
 
+#include <cstdio>
+
+#include "base/platform.h"
 #include "base/status.h"
 
 namespace hoist::cli {
@@ -24,6 +27,16 @@ inline int ExitCodeFor(const Status& status) {
     case Code::kVerifyMismatch: return kExitVerifyMismatch;
     default: return kExitFailure;
   }
+}
+
+// Prints "hoist: MESSAGE" on stderr and returns the exit code for the failure: 128 + N when a
+// stop signal N cancelled it.
+inline int ReportFailure(const Status& status) {
+  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
+  if (status.code() == Code::kCancelled && StopSignalReceived() != 0) {
+    return kExitSignalBase + StopSignalReceived();
+  }
+  return ExitCodeFor(status);
 }
 
 }  // namespace hoist::cli

@@ -27,8 +27,7 @@ Runner RegisterInspect(CLI::App& app) {
   return [options]() -> int {
     auto dir = OpenModel(options->path);
     if (!dir.ok()) {
-      std::fprintf(stderr, "hoist: %s\n", dir.status().message().c_str());
-      return ExitCodeFor(dir.status());
+      return ReportFailure(dir.status());
     }
     for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
     if (options->json) {

@@ -52,14 +52,6 @@ void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
       ->check(CLI::IsMember({"buffered", "direct"}));
 }
 
-int Report(const Status& status) {
-  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
-  if (status.code() == Code::kCancelled && StopSignalReceived() != 0) {
-    return kExitSignalBase + StopSignalReceived();
-  }
-  return ExitCodeFor(status);
-}
-
 void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
   const LoadReport& r = model.report;
   const double wall = r.wall_s + r.phases.open_parse;  // the device's open is shown apart
@@ -107,13 +99,13 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   InstallStopSignalHandlers();
   const auto start = std::chrono::steady_clock::now();
   auto opened = OpenModel(f.path);
-  if (!opened.ok()) return Report(opened.status());
+  if (!opened.ok()) return ReportFailure(opened.status());
   *dir = std::move(opened).value();
   const double open_parse = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
   const auto device_start = std::chrono::steady_clock::now();
   auto device = OpenDevice(f.device);
-  if (!device.ok()) return Report(device.status());
+  if (!device.ok()) return ReportFailure(device.status());
   const double device_open = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
   LoadOptions options;
   options.threads = f.threads;
@@ -127,7 +119,7 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   auto loaded = Load(*dir, std::move(device).value(), options);
   meter.Finish();
   if (!loaded.ok()) {
-    const int code = Report(loaded.status());
+    const int code = ReportFailure(loaded.status());
     if (loaded.status().code() == Code::kStalled) {
       // A stalled device may never let its memory go: leave now rather than wait on it.
       std::fflush(nullptr);
@@ -173,7 +165,7 @@ Runner RegisterVerify(CLI::App& app) {
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;
     auto mismatches = Verify(dir, *model, model->report.threads, kListed);
-    if (!mismatches.ok()) return Report(mismatches.status());
+    if (!mismatches.ok()) return ReportFailure(mismatches.status());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const LoadReport& r = model->report;
     if (flags->json) {

@@ -45,8 +45,7 @@ Runner RegisterMakeSample(CLI::App& app) {
     }
     auto dir = WriteSampleModel(options->path, options->spec);
     if (!dir.ok()) {
-      std::fprintf(stderr, "hoist: %s\n", dir.status().message().c_str());
-      return ExitCodeFor(dir.status());
+      return ReportFailure(dir.status());
     }
     std::printf("wrote %s: %zu tensors, %s in %zu file(s)\n", options->path.c_str(),
                 dir->tensors.size(), FormatBytes(dir->total_bytes()).c_str(), dir->files.size());
