@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/units.h"
+
 namespace hoist {
 
 Status File::ReadAtLeast(uint64_t offset, void* dst, size_t need, size_t ask) {
@@ -44,7 +46,7 @@ Result<unsigned char*> File::ReadCovering(uint64_t offset, unsigned char* dst, s
   }
   const uint64_t a = direct_alignment();
   const uint64_t begin = offset / a * a;
-  const uint64_t end = (offset + n + a - 1) / a * a;
+  const uint64_t end = AlignUp(offset + n, a);
   HOIST_RETURN_IF_ERROR(ReadAtLeast(begin, dst, offset + n - begin, end - begin));
   return dst + (offset - begin);
 }

@@ -4,13 +4,14 @@
 #include <chrono>
 #include <thread>
 
+#include "base/units.h"
 #include "io/file.h"
+#include "plan/load_plan.h"
 
 namespace hoist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kDeviceAlignment = 256;
 constexpr uint64_t kDirectAlignment = 4096;
 
 // One allocation for every tensor, 256-byte aligned, as hoist's own loads place them.
@@ -19,7 +20,7 @@ Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& mod
   std::vector<uint64_t> offsets;
   for (const TensorEntry& t : dir.tensors) {
     offsets.push_back(total);
-    total += (t.nbytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+    total += AlignUp(t.nbytes, kDeviceAlignment);
   }
   HOIST_ASSIGN_OR_RETURN(model.allocation, device.AllocateDevice(std::max<uint64_t>(total, 1)));
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
