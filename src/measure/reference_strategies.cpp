@@ -71,8 +71,8 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
       status = p.status();
     }
   }
-  // With direct I/O the blocks covering a piece reach up to two blocks beyond it.
-  const uint64_t piece = direct ? bytes - 2 * kDirectAlignment : bytes;
+  // With direct I/O a piece may start up to one block into its buffer.
+  const uint64_t piece = direct ? bytes - kDirectAlignment : bytes;
   size_t next = 0;
   for (size_t i = 0; status.ok() && i < dir.tensors.size(); ++i) {
     const TensorEntry& t = dir.tensors[i];
