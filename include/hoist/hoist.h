@@ -56,7 +56,7 @@ typedef struct hoist_load_options {
   const char* device;         /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
   int threads;                /* reader threads; 0: chosen from the machine */
   uint64_t chunk_bytes;       /* 0: default (4 MiB) */
-  uint64_t staging_bytes;     /* staging budget; 0: default (64 MiB) */
+  uint64_t staging_bytes;     /* staging budget; 0: two chunks per reader */
   double stall_timeout_s;     /* 0: default (60 s) */
   int checksum;               /* nonzero: XXH3-64 of every tensor */
   int direct_io;              /* nonzero: bypass the page cache */
@@ -89,6 +89,11 @@ hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uin
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches);
 const char* hoist_loaded_report_json(const hoist_loaded* loaded);
 void hoist_loaded_free(hoist_loaded* loaded);
+
+/* GPU loads keep their pinned staging memory (about 2 chunks per reader thread, 96 MiB by
+ * default) for the next load in the process, which then starts without pinning any. This
+ * unpins and frees it. Thread safe. */
+void hoist_release_cached_memory(void);
 
 const char* hoist_last_error(void);
 const char* hoist_status_name(hoist_status status);

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DHOIST_CUDA=ON -DHOIST_STATIC_RUNTIME=ON \
   -DHOIST_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build-device -j "$(nproc)" --target hoist_cli hoist_ceilings
+cmake --build build-device -j "$(nproc)" --target hoist_cli hoist_ceilings hoist_stream_probe
 ls -la build-device/hoist build-device/bench/hoist_ceilings

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 bash scripts/device/build.sh
 mkdir -p .device/include
 mkdir -p .device/bench
-cp build-device/hoist build-device/bench/hoist_ceilings .device/
+cp build-device/hoist build-device/bench/hoist_ceilings build-device/bench/hoist_stream_probe .device/
 cp build-device/bench/hoist_ceilings .device/bench/  # where h200_engine.sh looks
 cp -r /usr/include/nlohmann /usr/include/CLI /usr/include/xxhash.h .device/include/
 du -sh .device

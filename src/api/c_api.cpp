@@ -191,6 +191,8 @@ const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
 
 void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
 
+void hoist_release_cached_memory(void) { hoist::ReleaseCachedMemory(); }
+
 const char* hoist_last_error(void) { return g_last_error.c_str(); }
 
 const char* hoist_status_name(hoist_status status) {

@@ -36,7 +36,7 @@ struct BenchFlags {
   std::string json_path;
   int threads = 0;
   double chunk_mib = 0;
-  double staging_mib = static_cast<double>(kDefaultStagingBytes >> 20);
+  double staging_mib = 0;  // 0: two buffers per reader
   std::vector<std::string> strategies = {"mmap-pageable", "pinned-4x1MiB", "direct-4x64MiB"};
 };
 
@@ -45,6 +45,7 @@ struct Row {
   std::string mode;  // "warm" or "cold"
   double gbps = 0;
   double best_gbps = 0;
+  double first_gbps = 0;  // the row's first run: it pinned its staging memory afresh
   double ceiling_gbps = 0;
   uint64_t peak_host_bytes = 0;
   bool verified = false;
@@ -122,6 +123,7 @@ class Bench {
     row.strategy = label;
     row.mode = mode;
     std::vector<double> rates;
+    ReleaseCachedMemory();  // the first run pins its staging memory; later runs reuse it
     for (int r = 0; r < runs; ++r) {
       if (mode == "cold") row.note = MakeCold(dir_);
       LoadOptions options;
@@ -158,6 +160,7 @@ class Bench {
     row.strategy = name;
     row.mode = mode;
     std::vector<double> rates;
+    ReleaseCachedMemory();
     for (int r = 0; r < runs; ++r) {
       if (mode == "cold") row.note = MakeCold(dir_);
       RssSampler rss;
@@ -204,6 +207,12 @@ class Bench {
       }
     }
     const Row* hoist_warm = Find("hoist", "warm");
+    const bool gpu = device_->name().rfind("cuda", 0) == 0 || device_->name().rfind("hip", 0) == 0;
+    if (hoist_warm != nullptr && flags_.repeat > 1 && gpu) {
+      std::printf("hoist warm, first load in the process (pins its staging memory): %.2f GB/s; "
+                  "later loads reuse it\n",
+                  hoist_warm->first_gbps);
+    }
     for (const Row& r : rows_) {
       if (hoist_warm != nullptr && r.strategy != "hoist" && r.mode == "warm" && r.gbps > 0) {
         std::printf("hoist warm is %.1fx %s\n", hoist_warm->gbps / r.gbps, r.strategy.c_str());
@@ -234,6 +243,7 @@ class Bench {
           {"mode", r.mode},
           {"gbps", r.gbps},
           {"best_gbps", r.best_gbps},
+          {"first_gbps", r.first_gbps},
           {"ceiling_gbps", r.ceiling_gbps},
           {"ratio_to_ceiling", r.ceiling_gbps > 0 ? r.gbps / r.ceiling_gbps : 0.0},
           {"peak_host_bytes", r.peak_host_bytes},
@@ -273,6 +283,7 @@ class Bench {
     if (destination_in_rss_) row.peak_host_bytes -= std::min(row.peak_host_bytes, bytes_);
     row.gbps = Median(rates);
     row.best_gbps = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
+    row.first_gbps = rates.empty() ? 0 : rates.front();
     row.ceiling_gbps = row.mode == "warm" ? WarmCeiling() : ColdCeiling();
     rows_.push_back(row);
   }
@@ -357,8 +368,8 @@ Runner RegisterBench(CLI::App& app) {
       ->check(CLI::Range(0, 256));
   cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 4)")
       ->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default 64)")
-      ->check(CLI::Range(0.01, 1048576.0));
+  cmd->add_option("--staging", f->staging_mib, "hoist's staging budget in MiB (default: two chunks per reader thread)")
+      ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_option(
          "--strategies", f->strategies,
          "reference strategies to run (default: mmap-pageable pinned-4x1MiB direct-4x64MiB)")

@@ -150,8 +150,9 @@ int RunDoctor(const DoctorFlags& f) {
                   MeasureHostToDevice(dev, 64 * kMiB, total / 4, false));
   doctor.Measured("device-to-host, 64 MiB copies", MeasureDeviceToHost(dev, 64 * kMiB, total / 4));
 
+  const int threads = DefaultReaderThreads();
+  const uint64_t staging = DefaultStagingBytes(threads, kDefaultChunkBytes);
   const uint64_t memlock = MemlockLimitBytes();
-  const uint64_t staging = kDefaultStagingBytes;
   doctor.Fact("memlock_limit_bytes",
               memlock == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(memlock));
   header += "\nmemlock limit: " +
@@ -170,19 +171,19 @@ int RunDoctor(const DoctorFlags& f) {
         "pinned staging buffers, or, with no pinned memory, in pieces of at most 512 KiB");
   }
 
-  const int threads = DefaultReaderThreads();
   doctor.Setting(
       "threads", std::to_string(threads),
       "3/4 of the " + std::to_string(CpuCount()) +
           " CPUs, between 2 and 12: enough reads in "
           "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
   doctor.Setting("chunk", FormatBytes(kDefaultChunkBytes),
-                 "per-read overhead well under 1%, and 16 chunks in flight in the staging budget "
-                 "(an H200 sweep of 2-32 MiB: docs/PERFORMANCE.md)");
+                 "per-read overhead well under 1%; on the H200 4 MiB streamed at 51.5 GB/s, "
+                 "2 MiB at 48.7 and 8 MiB at 46.3 (docs/PERFORMANCE.md)");
   doctor.Setting(
-      "staging", FormatBytes(kDefaultStagingBytes),
-      "pinned buffers, 4 allocated before streaming and the rest in the background; as fast "
-      "as 128 MiB on the H200 with half the pinned memory; peak host memory stays near it");
+      "staging", FormatBytes(staging),
+      "two pinned buffers per reader, one being read into while the other is copied; 4 "
+      "allocated before streaming and the rest in the background; peak host memory stays "
+      "near it");
   doctor.Setting(
       "copy queues", std::to_string(dev.queues()),
       gpu ? "copy streams, completion polled with events" : "copy workers of this backend");

@@ -28,7 +28,7 @@ struct LoadFlags {
   bool quiet = false;
   int threads = 0;
   double chunk_mib = 0;
-  double staging_mib = static_cast<double>(kDefaultStagingBytes >> 20);
+  double staging_mib = 0;  // 0: two buffers per reader
   double stall_timeout = 60;
   std::string io = "buffered";
 };
@@ -43,8 +43,8 @@ void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
   cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
       ->check(CLI::Range(0, 256));
   cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4)")->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default 64)")
-      ->check(CLI::Range(0.01, 1048576.0));
+  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default: two chunks per reader thread)")
+      ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_option("--stall-timeout", f.stall_timeout,
                   "seconds without progress before the load fails with exit 3 (default 60)")
       ->check(CLI::Range(0.05, 1e7));

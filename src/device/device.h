@@ -67,4 +67,8 @@ Status WaitForCopy(CopyHandle& copy);
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
 
+// GPU backends keep the pinned staging memory of a finished load for the next load in the
+// process; this unpins and frees it. Thread safe; a no-op where nothing is kept.
+void ReleaseCachedMemory();
+
 }  // namespace hoist

@@ -13,12 +13,14 @@ std::unique_ptr<Device> MakeHostDevice(int workers);
 #if defined(HOIST_HAVE_GPU)
 Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams);
 int GpuDeviceCount();
+void ReleaseCachedGpuMemory();
 #endif
 
 namespace {
 
 #if defined(HOIST_HAVE_GPU)
-constexpr int kGpuStreams = 8;
+// One per reader thread up to 16: a reader's copies never queue behind another reader's.
+constexpr int kGpuStreams = 16;
 #if defined(HOIST_GPU_HIP)
 constexpr const char* kGpuPrefix = "hip";
 #else
@@ -75,6 +77,12 @@ Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
   return std::make_shared<CheckedDevice>(std::move(backend));
+}
+
+void ReleaseCachedMemory() {
+#if defined(HOIST_HAVE_GPU)
+  ReleaseCachedGpuMemory();
+#endif
 }
 
 }  // namespace hoist

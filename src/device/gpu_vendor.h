@@ -18,8 +18,8 @@ inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
 #define gpuMemGetInfo hipMemGetInfo
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
-#define gpuHostAlloc(ptr, bytes) hipHostMalloc(ptr, bytes, hipHostMallocDefault)
-#define gpuFreeHost hipHostFree
+#define gpuHostRegisterPortable(ptr, bytes) hipHostRegister(ptr, bytes, hipHostRegisterPortable)
+#define gpuHostUnregister hipHostUnregister
 #define gpuStreamCreateNonBlocking(s) hipStreamCreateWithFlags(s, hipStreamNonBlocking)
 #define gpuStreamDestroy hipStreamDestroy
 #define gpuEventCreateNoTiming(e) hipEventCreateWithFlags(e, hipEventDisableTiming)
@@ -45,8 +45,8 @@ inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
 #define gpuMemGetInfo cudaMemGetInfo
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
-#define gpuHostAlloc(ptr, bytes) cudaHostAlloc(ptr, bytes, cudaHostAllocPortable)
-#define gpuFreeHost cudaFreeHost
+#define gpuHostRegisterPortable(ptr, bytes) cudaHostRegister(ptr, bytes, cudaHostRegisterPortable)
+#define gpuHostUnregister cudaHostUnregister
 #define gpuStreamCreateNonBlocking(s) cudaStreamCreateWithFlags(s, cudaStreamNonBlocking)
 #define gpuStreamDestroy cudaStreamDestroy
 #define gpuEventCreateNoTiming(e) cudaEventCreateWithFlags(e, cudaEventDisableTiming)

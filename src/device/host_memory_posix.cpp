@@ -29,6 +29,18 @@ Result<void*> AllocateHostMemory(uint64_t bytes, const char* who) {
   return p;
 }
 
+Result<void*> AllocatePopulatedHostMemory(uint64_t bytes, const char* who) {
+  HOIST_ASSIGN_OR_RETURN(void* p, AllocateHostMemory(bytes, who));
+#if defined(MADV_HUGEPAGE)
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: small pages work as well
+#endif
+  const long page = ::sysconf(_SC_PAGE_SIZE);
+  const uint64_t step = page > 0 ? static_cast<uint64_t>(page) : 4096;
+  auto* bytes_at = static_cast<volatile unsigned char*>(p);
+  for (uint64_t off = 0; off < bytes; off += step) bytes_at[off] = 0;
+  return p;
+}
+
 void FreeHostMemory(void* ptr) {
   uint64_t bytes = 0;
   {

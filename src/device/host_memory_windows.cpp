@@ -17,6 +17,15 @@ Result<void*> AllocateHostMemory(uint64_t bytes, const char* who) {
   return p;
 }
 
+Result<void*> AllocatePopulatedHostMemory(uint64_t bytes, const char* who) {
+  HOIST_ASSIGN_OR_RETURN(void* p, AllocateHostMemory(bytes, who));
+  SYSTEM_INFO info{};
+  ::GetSystemInfo(&info);
+  auto* bytes_at = static_cast<volatile unsigned char*>(p);
+  for (uint64_t off = 0; off < bytes; off += info.dwPageSize) bytes_at[off] = 0;
+  return p;
+}
+
 void FreeHostMemory(void* ptr) {
   if (ptr != nullptr) ::VirtualFree(ptr, 0, MEM_RELEASE);
 }

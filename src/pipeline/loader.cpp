@@ -65,6 +65,8 @@ struct TensorHash {
 struct ReaderState {
   std::atomic<int64_t> chunk{-1};  // chunk being read, or -1
   std::atomic<int64_t> since_ns{0};
+  std::atomic<int64_t> copy_chunk{-1};  // chunk whose copy the reader waits for, or -1
+  std::atomic<int64_t> copy_submitted_ns{0};
 };
 
 // Everything the threads of one load share. Held by shared_ptr so that a thread stuck in
@@ -79,6 +81,7 @@ struct LoadJob {
   bool external = false;
   bool checksum = false;
   int threads = 1;
+  size_t buffers_per_reader = 2;
 
   std::atomic<size_t> next_chunk{0};
   std::atomic<uint64_t> read_bytes{0};
@@ -91,10 +94,8 @@ struct LoadJob {
   std::mutex error_mutex;
   Status error;
 
-  std::mutex inflight_mutex;
-  std::condition_variable inflight_cv;
-  std::deque<std::shared_ptr<InFlight>> inflight;
-  std::vector<std::shared_ptr<InFlight>> orphans;  // copies that never completed
+  std::mutex orphans_mutex;
+  std::vector<std::shared_ptr<InFlight>> orphans;  // copies a stopped reader left in flight
 
   // Per-tensor checksums, fed in tensor order by whichever reader holds the next piece; no
   // reader waits for another (pieces that arrive early wait in `pending`, holding buffers).
@@ -111,12 +112,24 @@ struct LoadJob {
       if (error.ok()) error = std::move(status);
     }
     stop.store(true);
-    inflight_cv.notify_all();
   }
 
   std::string Where(const Chunk& c) const {
     return file_paths[c.file] + " at byte " + std::to_string(c.offset) + " (" +
            std::to_string(c.length) + " bytes)";
+  }
+
+  // A reader left behind in a read may hand in copies after the load returned: memory under
+  // a copy that has not completed is never freed.
+  ~LoadJob() {
+    for (auto& e : orphans) {
+      while (e->completed < e->copies.size()) {
+        auto done = e->copies[e->completed]->Poll();
+        if (done.ok() && !done.value()) break;
+        ++e->completed;
+      }
+      if (e->completed < e->copies.size()) e->buffer.Abandon();
+    }
   }
 
   void Exited() {
@@ -165,20 +178,85 @@ void HashChunk(LoadJob& job, const Chunk& c, const unsigned char* data,
   for (const Segment& s : c.segments) DrainHash(job, s.tensor);
 }
 
+// Waits until entry's copies have completed and its bytes are hashed; false when the load
+// stopped first. Copies are polled (event queries), never waited on blindly.
+bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
+  const int64_t start_ns = NowNs();
+  for (bool first = true;; first = false) {
+    while (e.completed < e.copies.size()) {
+      auto done = e.copies[e.completed]->Poll();
+      if (!done.ok()) {
+        job.Fail(done.status().WithContext("copying " + job.Where(job.plan.chunks[e.chunk]) + " to " +
+                                           job.device->name()));
+        ++e.completed;  // a failed copy is over: the device no longer touches its memory
+        continue;
+      }
+      if (!done.value()) break;
+      ++e.completed;
+    }
+    const bool copied = e.completed == e.copies.size();
+    if (copied && e.hashed.load(std::memory_order_acquire)) {
+      me.copy_chunk.store(-1);
+      return true;
+    }
+    if (job.stop.load()) {
+      me.copy_chunk.store(-1);
+      return false;
+    }
+    if (!copied && first) {
+      me.copy_submitted_ns.store(e.submitted_ns);
+      me.copy_chunk.store(static_cast<int64_t>(e.chunk));
+    }
+    // A 4 MiB copy takes about 80 us on a PCIe 5 link: yield for a while (a sleep would
+    // overshoot by the timer's slack, 50 us or more), then sleep between polls.
+    if (NowNs() - start_ns < 500'000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+void Retire(LoadJob& job, const InFlight& e) {
+  job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
+  job.chunks_done.fetch_add(1);
+  job.last_progress_ns.store(NowNs());
+}
+
+// One reader: claims chunks in order, reads each into one of its own staging buffers, starts
+// its copies on its own queue, and before reusing a buffer waits for the copies that last
+// read from it (KvikIO's and the plain staged loop's shape: no thread hands buffers around).
 void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   LoadJob& job = *job_ptr;
+  ReaderState& me = job.readers[static_cast<size_t>(reader)];
   const int queue = reader % job.device->queues();
   const uint64_t max_copy = job.pool->max_copy_bytes();
+  std::deque<std::shared_ptr<InFlight>> mine;  // this reader's chunks in flight, oldest first
+  bool stopped = false;
   while (!job.stop.load()) {
-    std::optional<StagingBuffer> buffer = job.pool->Acquire(kPoll);
-    if (!buffer) continue;
+    // A buffer: another from the pool while this reader holds fewer than its share (taking
+    // none that is not free), else its own whose copies started longest ago.
+    std::optional<StagingBuffer> buffer;
+    if (mine.size() < job.buffers_per_reader) {
+      buffer = job.pool->Acquire(mine.empty() ? kPoll : std::chrono::milliseconds(0));
+    }
+    if (!buffer) {
+      if (mine.empty()) continue;
+      if (!WaitUntilDone(job, me, *mine.front())) {
+        stopped = true;
+        break;
+      }
+      Retire(job, *mine.front());
+      buffer = std::move(mine.front()->buffer);
+      mine.pop_front();
+    }
     const size_t index = job.next_chunk.fetch_add(1);
     if (index >= job.plan.chunks.size()) break;
     const Chunk& c = job.plan.chunks[index];
-    job.readers[reader].since_ns.store(NowNs());
-    job.readers[reader].chunk.store(static_cast<int64_t>(index));
+    me.since_ns.store(NowNs());
+    me.chunk.store(static_cast<int64_t>(index));
     auto data = ReadChunk(job, c, buffer->data());
-    job.readers[reader].chunk.store(-1);
+    me.chunk.store(-1);
     if (!data.ok()) {
       job.Fail(data.status());
       break;
@@ -204,11 +282,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
       }
     }
     entry->submitted_ns = NowNs();
-    if (!entry->copies.empty() || c.segments.empty()) {
-      std::lock_guard<std::mutex> lock(job.inflight_mutex);
-      job.inflight.push_back(entry);
-    }
-    job.inflight_cv.notify_all();
+    mine.push_back(entry);
     if (job.stop.load()) break;
     if (job.checksum && !c.segments.empty()) {
       HashChunk(job, c, data.value(), entry);
@@ -216,64 +290,14 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
       entry->hashed.store(true, std::memory_order_release);
     }
   }
-}
-
-// Polls the copies in flight in order, recycling buffers as copies complete. Copies are polled
-// (event queries), never waited on blindly.
-void CompletionLoop(const std::shared_ptr<LoadJob>& job_ptr) {
-  LoadJob& job = *job_ptr;
-  const size_t total = job.plan.chunks.size();
-  std::vector<std::shared_ptr<InFlight>> snapshot;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(job.inflight_mutex);
-      if (job.inflight.empty()) {
-        if (job.stop.load() || job.chunks_done.load() == total) break;
-        job.inflight_cv.wait_for(lock, kPoll);
-        continue;
-      }
-      snapshot.assign(job.inflight.begin(), job.inflight.end());
-    }
-    if (job.stop.load()) break;  // the coordinator drains or abandons what is left
-    bool progressed = false;
-    std::vector<InFlight*> finished;
-    for (const auto& e : snapshot) {
-      while (e->completed < e->copies.size()) {
-        auto done = e->copies[e->completed]->Poll();
-        if (!done.ok()) {
-          const Chunk& c = job.plan.chunks[e->chunk];
-          job.Fail(done.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
-          ++e->completed;  // a failed copy is over: the device no longer touches its memory
-          continue;
-        }
-        if (!done.value()) break;
-        ++e->completed;
-        progressed = true;
-      }
-      if (e->completed == e->copies.size() && e->hashed.load(std::memory_order_acquire)) {
-        finished.push_back(e.get());
-      }
-    }
-    if (!finished.empty()) {
-      std::lock_guard<std::mutex> lock(job.inflight_mutex);
-      for (InFlight* f : finished) {
-        auto it = std::find_if(job.inflight.begin(), job.inflight.end(),
-                               [&](const auto& p) { return p.get() == f; });
-        job.copied_bytes.fetch_add(job.plan.chunks[f->chunk].length);
-        job.chunks_done.fetch_add(1);
-        job.inflight.erase(it);  // the staging buffer goes back to the pool here
-      }
-      job.last_progress_ns.store(NowNs());
-    }
-    snapshot.clear();
-    if (!progressed && finished.empty()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  while (!stopped && !mine.empty()) {
+    if (!WaitUntilDone(job, me, *mine.front())) break;
+    Retire(job, *mine.front());
+    mine.pop_front();
   }
-  {
-    std::lock_guard<std::mutex> lock(job.inflight_mutex);
-    for (auto& e : job.inflight) {
-      if (e->completed < e->copies.size()) job.orphans.push_back(e);
-    }
-    job.inflight.clear();
+  if (!mine.empty()) {
+    std::lock_guard<std::mutex> lock(job.orphans_mutex);
+    job.orphans.insert(job.orphans.end(), mine.begin(), mine.end());
   }
 }
 
@@ -282,20 +306,24 @@ Status DescribeStall(LoadJob& job, double idle_s) {
   char idle_text[32];
   std::snprintf(idle_text, sizeof idle_text, "%.1f", idle_s);
   const std::string idle = idle_text;
-  {
-    std::lock_guard<std::mutex> lock(job.inflight_mutex);
-    for (const auto& e : job.inflight) {
-      if (e->completed < e->copies.size()) {
-        const double age = static_cast<double>(NowNs() - e->submitted_ns) / 1e9;
-        return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
-                               job.device->name() + ": chunk " + job.Where(job.plan.chunks[e->chunk]) +
-                               " was submitted " + std::to_string(static_cast<int>(age)) +
-                               " s ago and has not completed");
-      }
-    }
-  }
+  // The copy submitted longest ago that a reader is waiting for; else the oldest read.
   int64_t oldest = INT64_MAX;
   int64_t chunk = -1;
+  for (const ReaderState& r : job.readers) {
+    const int64_t c = r.copy_chunk.load();
+    if (c >= 0 && r.copy_submitted_ns.load() < oldest) {
+      oldest = r.copy_submitted_ns.load();
+      chunk = c;
+    }
+  }
+  if (chunk >= 0) {
+    const double age = static_cast<double>(NowNs() - oldest) / 1e9;
+    return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
+                           job.device->name() + ": chunk " +
+                           job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) + " was submitted " +
+                           std::to_string(static_cast<int>(age)) + " s ago and has not completed");
+  }
+  oldest = INT64_MAX;
   for (const ReaderState& r : job.readers) {
     const int64_t c = r.chunk.load();
     if (c >= 0 && r.since_ns.load() < oldest) {
@@ -317,6 +345,10 @@ Status DescribeStall(LoadJob& job, double idle_s) {
 // Measured on a 16-core H200 machine (docs/PERFORMANCE.md): 12 readers fed the link best; one
 // reader per core left none for the completion poller and the copies' driver work.
 int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
+
+uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {
+  return 2 * static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes;
+}
 
 LoadedModel::~LoadedModel() {
   if (allocation != nullptr && device) (void)device->FreeDevice(allocation);
@@ -343,13 +375,16 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       selected[static_cast<size_t>(t - dir.tensors.data())] = true;
     }
   }
-  uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kDefaultChunkBytes;
-  chunk_bytes = std::min(chunk_bytes, std::max<uint64_t>(4096, options.staging_bytes / 2));
   auto job = std::make_shared<LoadJob>();
   job->device = device;
   job->checksum = options.checksum;
   job->external = static_cast<bool>(options.destination);
   job->threads = options.threads > 0 ? options.threads : DefaultReaderThreads();
+  uint64_t chunk_bytes = options.chunk_bytes != 0 ? options.chunk_bytes : kDefaultChunkBytes;
+  const uint64_t staging_bytes = options.staging_bytes != 0
+                                     ? options.staging_bytes
+                                     : DefaultStagingBytes(job->threads, chunk_bytes);
+  chunk_bytes = std::min(chunk_bytes, std::max<uint64_t>(4096, staging_bytes / 2));
   HOIST_ASSIGN_OR_RETURN(job->plan, PlanLoad(dir, selected, chunk_bytes));
   const LoadPlan& plan = job->plan;
   report.tensor_bytes = plan.tensor_bytes;
@@ -405,7 +440,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   }
   const bool direct = !job->files.empty() && job->files[0]->direct();
   const uint64_t slack = direct ? 2 * job->files[0]->direct_alignment() : 0;
-  HOIST_ASSIGN_OR_RETURN(job->pool, StagingPool::Create(device, options.staging_bytes, chunk_bytes + slack));
+  HOIST_ASSIGN_OR_RETURN(job->pool, StagingPool::Create(device, staging_bytes, chunk_bytes + slack));
   if (job->pool->buffer_bytes() < chunk_bytes + slack) {
     // Smaller buffers than asked: cut the chunks to fit them.
     chunk_bytes = job->pool->buffer_bytes() - slack;
@@ -413,6 +448,9 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     report.chunk_bytes = chunk_bytes;
     report.chunks = job->plan.chunks.size();
   }
+  job->buffers_per_reader = std::max<size_t>(
+      1, (job->pool->planned_buffers() + static_cast<size_t>(job->threads) - 1) /
+             static_cast<size_t>(job->threads));
   if (options.checksum) job->hashes = std::vector<TensorHash>(dir.tensors.size());
   report.phases.allocate = Seconds(allocate_start);
 
@@ -420,9 +458,9 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   const Clock::time_point stream_start = Clock::now();
   job->readers = std::vector<ReaderState>(static_cast<size_t>(job->threads));
   job->last_progress_ns.store(NowNs());
-  job->running = job->threads + 1;
+  job->running = job->threads;
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(job->threads) + 1);
+  threads.reserve(static_cast<size_t>(job->threads));
   // Each thread reports its exit only after everything it held (buffers) is released.
   for (int r = 0; r < job->threads; ++r) {
     threads.emplace_back([job, r] {
@@ -430,10 +468,6 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       job->Exited();
     });
   }
-  threads.emplace_back([job] {
-    CompletionLoop(job);
-    job->Exited();
-  });
 
   const int64_t stall_ns = static_cast<int64_t>(options.stall_timeout_s * 1e9);
   const size_t total_chunks = job->plan.chunks.size();
@@ -478,7 +512,6 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   // Teardown: stop the threads, give stuck ones a grace period, then leave them behind.
   const Clock::time_point teardown_start = Clock::now();
   job->stop.store(true);
-  job->inflight_cv.notify_all();
   {
     std::unique_lock<std::mutex> lock(job->exit_mutex);
     job->exit_cv.wait_for(lock, kJoinGrace, [&] { return job->running == 0; });
@@ -496,16 +529,20 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   // Copies still in flight may read staging buffers and write destinations: give them a last
   // chance to complete, then stop the device or, if it cannot promise to stop, leave their
   // memory allocated rather than free it under them.
-  const bool all_exited = job->running == 0;  // else a stuck thread still holds a buffer
+  bool all_exited = false;  // else a stuck thread still holds buffers
   {
-    std::lock_guard<std::mutex> lock(job->inflight_mutex);
-    for (auto& e : job->inflight) job->orphans.push_back(e);
-    job->inflight.clear();
+    std::lock_guard<std::mutex> lock(job->exit_mutex);
+    all_exited = job->running == 0;
   }
-  if (!job->orphans.empty() && device->CanAbandon() && device->Abandon()) job->orphans.clear();
+  std::vector<std::shared_ptr<InFlight>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(job->orphans_mutex);
+    orphans.swap(job->orphans);
+  }
+  if (!orphans.empty() && device->CanAbandon() && device->Abandon()) orphans.clear();
   const Clock::time_point drain_end = Clock::now() + kDrainGrace;
   for (;;) {
-    std::erase_if(job->orphans, [](const std::shared_ptr<InFlight>& e) {
+    std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) {
       while (e->completed < e->copies.size()) {
         auto done = e->copies[e->completed]->Poll();
         if (done.ok() && !done.value()) return false;
@@ -513,15 +550,15 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       }
       return true;
     });
-    if (job->orphans.empty() || Clock::now() > drain_end) break;
+    if (orphans.empty() || Clock::now() > drain_end) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (!job->orphans.empty() || !all_exited) {
+  if (!orphans.empty() || !all_exited) {
     if (device->Abandon()) {
-      job->orphans.clear();
+      orphans.clear();
     } else {
-      for (auto& o : job->orphans) o->buffer.Abandon();
-      job->orphans.clear();
+      for (auto& o : orphans) o->buffer.Abandon();
+      orphans.clear();
       device->set_free_on_destroy(false);
       model->allocation = nullptr;  // leaked on purpose
       status = status.WithContext("the device did not stop its copies; its memory is left "

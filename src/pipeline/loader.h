@@ -35,7 +35,7 @@ using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string
 struct LoadOptions {
   int threads = 0;                       // reader threads; 0: chosen from the machine
   uint64_t chunk_bytes = 0;              // bytes per read; 0: kDefaultChunkBytes
-  uint64_t staging_bytes = 64ull << 20;  // the staging pool's budget: kDefaultStagingBytes
+  uint64_t staging_bytes = 0;            // the staging pool's budget; 0: DefaultStagingBytes
   double stall_timeout_s = 60;           // no progress this long ends the load (kStalled)
   bool checksum = false;                 // XXH3-64 of every tensor, over its staged bytes
   IoMode io = IoMode::kBuffered;
@@ -118,11 +118,10 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
 
 // Defaults chosen from the machine.
 int DefaultReaderThreads();
-// Chosen on the H200 (docs/PERFORMANCE.md, sweeps in docs/device-runs/2026-11-29-run6): from
-// 48 to 192 MiB of staging and 2 to 8 MiB chunks with 12 readers, warm loads stream at 42-48
-// GB/s with at least 12 buffers; 64 MiB in 4 MiB chunks is as fast as 128 MiB in 8 MiB ones
-// with half the pinned memory and half the teardown. 16 MiB chunks and up lose (8 buffers).
+// Chosen on the H200 (docs/PERFORMANCE.md): 12 readers with two 4 MiB buffers each streamed
+// at 51.5 GB/s; 2 MiB chunks 48.7, 8 MiB 46.3, 8 readers 44.3 (run 10's stream probe).
 inline constexpr uint64_t kDefaultChunkBytes = 4ull << 20;
-inline constexpr uint64_t kDefaultStagingBytes = 64ull << 20;
+// Two buffers per reader: one being read into while the other's copy runs.
+uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes);
 
 }  // namespace hoist

@@ -41,32 +41,22 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
   buffer_bytes = std::max<uint64_t>(4096, std::min(buffer_bytes, budget_bytes / 2));
   for (uint64_t size = buffer_bytes;; size /= 2) {
     const size_t count = static_cast<size_t>(std::max<uint64_t>(2, budget_bytes / size));
-    std::vector<unsigned char*> first;
-    for (size_t i = 0; i < std::min(count, kUpFront); ++i) {
-      auto p = pool->device_->AllocatePinned(size);
-      if (!p.ok()) break;
-      first.push_back(static_cast<unsigned char*>(p.value()));
-    }
-    if (first.size() >= 2) {
+    // All of the first buffers in one allocation, else just two.
+    for (size_t first : {std::min(count, kUpFront), size_t{2}}) {
+      auto p = pool->device_->AllocatePinned(first * size);
+      if (!p.ok()) continue;
       pool->buffer_bytes_ = size;
+      pool->planned_buffers_ = count;
       pool->report_.buffer_bytes = size;
       if (size < buffer_bytes) {
         pool->report_.fallbacks.push_back("pinned buffers of " + FormatBytes(buffer_bytes) +
                                           " could not be had; staging in " + FormatBytes(size));
       }
-      pool->memory_.reserve(count);
-      for (unsigned char* m : first) pool->Add(m);
-      if (first.size() == std::min(count, kUpFront) && count > first.size()) {
-        pool->GrowInBackground(count);
-      } else if (first.size() < count) {
-        pool->report_.fallbacks.push_back("pinned memory ran out after " +
-                                          std::to_string(first.size()) + " of " +
-                                          std::to_string(count) + " staging buffers of " +
-                                          FormatBytes(size) + "; staging with fewer");
-      }
+      pool->buffers_.reserve(count);
+      pool->AddRegion(static_cast<unsigned char*>(p.value()), first);
+      if (count > first) pool->GrowInBackground(first, count);
       return pool;
     }
-    for (unsigned char* m : first) (void)pool->device_->FreePinned(m);
     if (size / 2 < kMinPinnedBufferBytes || size / 2 < 4096) break;
   }
   // No pinned memory at all: stage in ordinary memory, copied in small pieces.
@@ -75,41 +65,48 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
   pool->buffer_bytes_ = buffer_bytes;
   pool->report_.buffer_bytes = buffer_bytes;
   const size_t pageable = static_cast<size_t>(std::max<uint64_t>(2, budget_bytes / buffer_bytes));
-  pool->memory_.reserve(pageable);
-  for (size_t i = 0; i < pageable; ++i) {
-    auto p = AllocateHostMemory(buffer_bytes, "staging");
-    if (!p.ok()) return p.status();
-    pool->Add(static_cast<unsigned char*>(p.value()));
-  }
+  pool->planned_buffers_ = pageable;
+  pool->buffers_.reserve(pageable);
+  HOIST_ASSIGN_OR_RETURN(void* memory, AllocateHostMemory(pageable * buffer_bytes, "staging"));
+  pool->AddRegion(static_cast<unsigned char*>(memory), pageable);
   pool->report_.fallbacks.push_back(
       "no pinned memory could be allocated: staging in ordinary (pageable) memory with "
       "device copies of at most " + FormatBytes(kPageableCopyBytes) + ", which is slower");
   return pool;
 }
 
-void StagingPool::Add(unsigned char* memory) {
+void StagingPool::AddRegion(unsigned char* memory, size_t count) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    memory_.push_back(memory);
-    leaked_.push_back(false);
-    free_.push_back(memory_.size() - 1);
-    report_.buffers = memory_.size();
+    regions_.push_back({memory, false});
+    for (size_t i = 0; i < count; ++i) {
+      buffers_.push_back(memory + i * buffer_bytes_);
+      region_of_.push_back(regions_.size() - 1);
+      free_.push_back(buffers_.size() - 1);
+    }
+    report_.buffers = buffers_.size();
   }
-  available_.notify_one();
+  available_.notify_all();
 }
 
-void StagingPool::GrowInBackground(size_t count) {
-  grower_ = std::thread([this, count] {
-    for (size_t i = memory_.size(); i < count && !stop_growing_.load(); ++i) {
-      auto p = device_->AllocatePinned(buffer_bytes_);
-      if (!p.ok()) {
+void StagingPool::GrowInBackground(size_t have, size_t count) {
+  grower_ = std::thread([this, have, count]() mutable {
+    size_t piece = count - have;     // all the rest in one allocation, else in halves
+    while (have < count && !stop_growing_.load()) {
+      piece = std::min(piece, count - have);
+      auto p = device_->AllocatePinned(piece * buffer_bytes_);
+      if (p.ok()) {
+        AddRegion(static_cast<unsigned char*>(p.value()), piece);
+        have += piece;
+      } else if (piece > 1) {
+        piece = (piece + 1) / 2;
+      } else {
         std::lock_guard<std::mutex> lock(mutex_);
-        report_.fallbacks.push_back("pinned memory ran out after " + std::to_string(i) + " of " +
+        report_.fallbacks.push_back("pinned memory ran out after " + std::to_string(have) + " of " +
                                     std::to_string(count) + " staging buffers of " +
                                     FormatBytes(buffer_bytes_) + "; staging with fewer");
         return;
       }
-      Add(static_cast<unsigned char*>(p.value()));
     }
   });
 }
@@ -122,12 +119,12 @@ StagingPoolReport StagingPool::report() {
 StagingPool::~StagingPool() {
   stop_growing_.store(true);
   if (grower_.joinable()) grower_.join();
-  for (size_t i = 0; i < memory_.size(); ++i) {
-    if (leaked_[i]) continue;
+  for (const Region& r : regions_) {
+    if (r.leaked) continue;
     if (pinned_) {
-      (void)device_->FreePinned(memory_[i]);
+      (void)device_->FreePinned(r.memory);
     } else {
-      FreeHostMemory(memory_[i]);
+      FreeHostMemory(r.memory);
     }
   }
 }
@@ -137,7 +134,7 @@ std::optional<StagingBuffer> StagingPool::Acquire(std::chrono::milliseconds wait
   if (!available_.wait_for(lock, wait, [this] { return !free_.empty(); })) return std::nullopt;
   const size_t index = free_.back();
   free_.pop_back();
-  return StagingBuffer(this, index, memory_[index]);  // memory_ never reallocates: reserved
+  return StagingBuffer(this, index, buffers_[index]);
 }
 
 void StagingPool::Return(size_t index) {
@@ -150,7 +147,7 @@ void StagingPool::Return(size_t index) {
 
 void StagingPool::Leak(size_t index) {
   std::lock_guard<std::mutex> lock(mutex_);
-  leaked_[index] = true;
+  regions_[region_of_[index]].leaked = true;
 }
 
 }  // namespace hoist

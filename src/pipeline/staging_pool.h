@@ -61,40 +61,51 @@ struct StagingPoolReport {
 class StagingPool {
  public:
   // Allocates up to budget_bytes in buffers of buffer_bytes (at least 2 buffers), falling back
-  // as described above. The first few buffers are allocated before it returns and the rest on
-  // a background thread, so a load can start streaming while pinned memory (slow to allocate:
-  // about 0.4 s per GiB with CUDA) is still being set up.
+  // as described above. Buffers are carved out of a few large pinned allocations (one pinning
+  // call costs about as much as pinning 2 MiB more). The first few buffers are allocated before
+  // it returns and the rest on a background thread, so a load can start streaming while
+  // pinned memory is still being set up.
   // Thread safety: Acquire, report and buffer release may run on any thread.
   static Result<std::unique_ptr<StagingPool>> Create(std::shared_ptr<CheckedDevice> device,
                                                      uint64_t budget_bytes, uint64_t buffer_bytes);
   ~StagingPool();
 
   // Waits up to `wait` for a free buffer; nullopt when none came (the caller checks its stop
-  // conditions and asks again).
+  // conditions and asks again). A wait of zero only takes a free one.
   std::optional<StagingBuffer> Acquire(std::chrono::milliseconds wait);
 
   StagingPoolReport report();
   uint64_t buffer_bytes() const { return buffer_bytes_; }
+  // Buffers the pool is meant to hold once its background allocation is done.
+  size_t planned_buffers() const { return planned_buffers_; }
   uint64_t max_copy_bytes() const { return pinned_ ? UINT64_MAX : kPageableCopyBytes; }
-  // Keeps buffer `index` from being freed: a stalled copy may still read it.
+  // Keeps buffer `index` (and the allocation it lies in) from being freed: a stalled copy may
+  // still read it.
   void Leak(size_t index);
 
  private:
   friend class StagingBuffer;
+  struct Region {
+    unsigned char* memory = nullptr;
+    bool leaked = false;
+  };
   StagingPool() = default;
   void Return(size_t index);
-  // Adds a buffer; returns its index.
-  void Add(unsigned char* memory);
-  void GrowInBackground(size_t count);
+  // Adds `count` buffers carved from one allocation.
+  void AddRegion(unsigned char* memory, size_t count);
+  // Allocates buffers `have` to `count` on a background thread.
+  void GrowInBackground(size_t have, size_t count);
 
   std::shared_ptr<CheckedDevice> device_;
-  std::vector<unsigned char*> memory_;
-  std::vector<bool> leaked_;
+  std::vector<Region> regions_;          // guarded by mutex_
+  std::vector<unsigned char*> buffers_;  // reserved up front: never reallocates
+  std::vector<size_t> region_of_;        // buffer index -> region index
   std::vector<size_t> free_;
   std::mutex mutex_;
   std::condition_variable available_;
   StagingPoolReport report_;  // guarded by mutex_
   uint64_t buffer_bytes_ = 0;
+  size_t planned_buffers_ = 0;
   bool pinned_ = true;
   std::atomic<bool> stop_growing_{false};
   std::thread grower_;

@@ -107,6 +107,7 @@ TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
       {4, 4096, 64 << 10},        // tiny chunks
       {4, 64 << 20, 256 << 20},   // chunks larger than any tensor
       {3, 1 << 20, 1 << 20},      // a budget smaller than one tensor
+      {6, 1 << 20, 0},            // the default budget: two chunks per reader
   };
   for (const TensorDirectory& dir : models) {
     ASSERT_GT(dir.tensors.size(), 20u);
@@ -122,8 +123,9 @@ TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
         auto d = Device(device);
         auto model = Load(dir, d, o);
         ASSERT_TRUE(model.ok()) << model.status().ToString();
+        const uint64_t budget = c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
         EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers,
-                  std::max<uint64_t>(c.staging, 2 * 4096));
+                  std::max<uint64_t>(budget, 2 * 4096));
         EXPECT_EQ(d->live_pinned_allocations(), 0u);  // the staging pool is gone
         ExpectByteExact(dir, **model);
       }
