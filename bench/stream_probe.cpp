@@ -4,6 +4,10 @@
 //   contend      pinned H2D copies alone, page-cache reads alone, then both at once
 //   pipe         T threads, each with B buffers of C MiB of a kind and its own stream: pread,
 //                cudaMemcpyAsync, event; the whole file into one device allocation
+//   streams      pinned H2D copies of 4-64 MiB spread over 1-12 streams
+//   sizes        12 threads pread the file in 2-16 MiB reads
+//   pipe2        pipe variants: reads skewed off page alignment, one 8 MiB buffer per thread
+//   groups       threads in groups fill one buffer together, the leader copies it whole
 //   hybrid       pipe over the first part of the file while Z threads register 64 MiB windows
 //                of a read-only mapping of the rest (cudaHostRegisterReadOnly) and copy from them
 // Buffer kinds: hostalloc (cudaHostAlloc), thp (anonymous mmap, MADV_HUGEPAGE, touched,
@@ -154,25 +158,47 @@ void Read(int fd) {
   }
 }
 
-// Pinned H2D copies of 4 MiB from one 64 MiB buffer on 2 streams for `seconds`; GB/s.
-double CopyFor(double seconds, void* device) {
-  Buffer src = Allocate("hostalloc", 64 * kMiB);
-  cudaStream_t streams[2];
+// Pinned H2D copies of `copy` bytes from one 256 MiB buffer, round robin over `nstreams`
+// streams, in batches of 256 MiB, for `seconds`; GB/s.
+double CopyFor(double seconds, void* device, int nstreams = 2, uint64_t copy = 4 * kMiB) {
+  const uint64_t span = 256 * kMiB;
+  Buffer src = Allocate("hostalloc", span);
+  std::vector<cudaStream_t> streams(static_cast<size_t>(nstreams));
   for (auto& s : streams) CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  uint64_t copies = 0;
+  uint64_t bytes = 0;
   const double start = Now();
   while (Now() - start < seconds) {
-    for (int i = 0; i < 16; ++i, ++copies) {
-      CHECK(cudaMemcpyAsync(static_cast<char*>(device) + (i % 16) * 4 * kMiB,
-                            static_cast<char*>(src.data) + (i % 16) * 4 * kMiB, 4 * kMiB,
-                            cudaMemcpyHostToDevice, streams[i % 2]));
+    for (uint64_t off = 0, i = 0; off < span; off += copy, ++i) {
+      CHECK(cudaMemcpyAsync(static_cast<char*>(device) + off, static_cast<char*>(src.data) + off, copy,
+                            cudaMemcpyHostToDevice, streams[i % streams.size()]));
+      bytes += copy;
     }
     for (auto& s : streams) CHECK(cudaStreamSynchronize(s));
   }
   const double elapsed = Now() - start;
   for (auto& s : streams) CHECK(cudaStreamDestroy(s));
   Free(src);
-  return static_cast<double>(copies * 4 * kMiB) / elapsed / 1e9;
+  return static_cast<double>(bytes) / elapsed / 1e9;
+}
+
+void Streams(void* device) {
+  (void)CopyFor(0.3, device);
+  for (uint64_t mib : {4, 8, 16, 64}) {
+    for (int n : {1, 2, 4, 12}) {
+      std::printf("{\"section\":\"streams\",\"copy_mib\":%llu,\"streams\":%d,\"gbps\":%.2f}\n",
+                  static_cast<unsigned long long>(mib), n, CopyFor(1.0, device, n, mib * kMiB));
+      std::fflush(stdout);
+    }
+  }
+}
+
+void Sizes(int fd) {
+  for (uint64_t mib : {2, 4, 8, 16}) {
+    const double gbps = ReadAll(fd, "thp", 12, mib * kMiB);
+    std::printf("{\"section\":\"sizes\",\"kind\":\"thp\",\"threads\":12,\"chunk_mib\":%llu,\"gbps\":%.2f}\n",
+                static_cast<unsigned long long>(mib), gbps);
+    std::fflush(stdout);
+  }
 }
 
 void Contend(int fd, void* device) {
@@ -199,7 +225,7 @@ struct PipeResult {
 
 // Streams file bytes [begin, end) to device memory at the same offsets.
 PipeResult Pipe(int fd, void* device, const std::string& kind, int threads, int per_thread,
-                uint64_t chunk, uint64_t begin, uint64_t end) {
+                uint64_t chunk, uint64_t begin, uint64_t end, uint64_t skew = 0) {
   std::atomic<uint64_t> next{begin};
   std::vector<std::vector<Buffer>> buffers(static_cast<size_t>(threads));
   for (auto& v : buffers) {
@@ -224,7 +250,9 @@ PipeResult Pipe(int fd, void* device, const std::string& kind, int threads, int 
           while (cudaEventQuery(events[slot]) == cudaErrorNotReady) std::this_thread::yield();
         }
         Buffer& b = buffers[static_cast<size_t>(t)][slot];
-        if (!PreadAll(fd, b.data, n, at)) std::exit(2);
+        const uint64_t from = std::min(at + skew, end) ;
+        const uint64_t m = std::min(n, end - from);
+        if (m > 0 && !PreadAll(fd, b.data, m, from)) std::exit(2);
         CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, b.data, n, cudaMemcpyHostToDevice, stream));
         CHECK(cudaEventRecord(events[slot], stream));
         used[slot] = true;
@@ -240,6 +268,118 @@ PipeResult Pipe(int fd, void* device, const std::string& kind, int threads, int 
     for (Buffer& b : v) Free(b);
   }
   return {seconds, end - begin};
+}
+
+void Pipe2(int fd, void* device) {
+  const uint64_t size = FileSize(fd);
+  struct Config {
+    int threads, per_thread;
+    uint64_t chunk_mib, skew;
+  };
+  const Config configs[] = {{12, 2, 4, 0}, {12, 2, 4, 2880}, {12, 1, 8, 0}, {16, 1, 8, 0},
+                            {12, 2, 8, 0}, {12, 2, 4, 0},    {12, 2, 4, 2880}};
+  for (const Config& c : configs) {
+    const PipeResult r = Pipe(fd, device, "thp", c.threads, c.per_thread, c.chunk_mib * kMiB, 0, size, c.skew);
+    std::printf("{\"section\":\"pipe2\",\"threads\":%d,\"buffers_per_thread\":%d,\"chunk_mib\":%llu,"
+                "\"read_skew_bytes\":%llu,\"gbps\":%.2f}\n",
+                c.threads, c.per_thread, static_cast<unsigned long long>(c.chunk_mib),
+                static_cast<unsigned long long>(c.skew), static_cast<double>(r.bytes) / r.seconds / 1e9);
+    std::fflush(stdout);
+  }
+}
+
+// Groups of `members` threads fill one buffer of members x piece bytes together, each reading
+// its own piece, and the group's leader copies the whole buffer: large copies from a small set
+// of buffers. Each group has `per_group` buffers and its own stream.
+double Groups(int fd, void* device, int groups, int members, int per_group, uint64_t piece) {
+  const uint64_t size = FileSize(fd);
+  const uint64_t chunk = piece * static_cast<uint64_t>(members);
+  std::atomic<uint64_t> next{0};
+  struct Shared {
+    std::atomic<uint64_t> seq{0};   // work generation published by the leader
+    std::atomic<uint64_t> at{0};
+    std::atomic<unsigned char*> buffer{nullptr};
+    std::atomic<int> done{0};
+    std::atomic<bool> stop{false};
+  };
+  std::vector<Shared> shared(static_cast<size_t>(groups));
+  std::vector<std::vector<Buffer>> buffers(static_cast<size_t>(groups));
+  for (auto& v : buffers) {
+    for (int i = 0; i < per_group; ++i) v.push_back(Allocate("thp", chunk));
+  }
+  const double start = Now();
+  std::vector<std::thread> pool;
+  for (int g = 0; g < groups; ++g) {
+    Shared& sh = shared[static_cast<size_t>(g)];
+    for (int m = 1; m < members; ++m) {
+      pool.emplace_back([&, m] {
+        uint64_t seen = 0;
+        for (;;) {
+          uint64_t seq;
+          while ((seq = sh.seq.load()) == seen && !sh.stop.load()) std::this_thread::yield();
+          if (sh.seq.load() == seen && sh.stop.load()) break;
+          seen = seq;
+          const uint64_t at = sh.at.load() + piece * static_cast<uint64_t>(m);
+          if (at < size && !PreadAll(fd, sh.buffer.load() + piece * static_cast<uint64_t>(m), std::min(piece, size - at), at)) std::exit(2);
+          sh.done.fetch_add(1);
+        }
+      });
+    }
+    pool.emplace_back([&, g] {
+      CHECK(cudaSetDevice(0));
+      cudaStream_t stream;
+      CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      std::vector<cudaEvent_t> events(static_cast<size_t>(per_group));
+      std::vector<bool> used(static_cast<size_t>(per_group), false);
+      for (auto& e : events) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      for (uint64_t i = 0;; ++i) {
+        const size_t slot = i % static_cast<size_t>(per_group);
+        if (used[slot]) {
+          while (cudaEventQuery(events[slot]) == cudaErrorNotReady) std::this_thread::yield();
+        }
+        const uint64_t at = next.fetch_add(chunk);
+        if (at >= size) break;
+        auto* data = static_cast<unsigned char*>(buffers[static_cast<size_t>(g)][slot].data);
+        sh.done.store(0);
+        sh.at.store(at);
+        sh.buffer.store(data);
+        sh.seq.fetch_add(1);
+        if (!PreadAll(fd, data, std::min(piece, size - at), at)) std::exit(2);
+        while (sh.done.load() < members - 1) std::this_thread::yield();
+        const uint64_t n = std::min(chunk, size - at);
+        CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, data, n, cudaMemcpyHostToDevice, stream));
+        CHECK(cudaEventRecord(events[slot], stream));
+        used[slot] = true;
+      }
+      sh.stop.store(true);
+      CHECK(cudaStreamSynchronize(stream));
+      for (auto& e : events) CHECK(cudaEventDestroy(e));
+      CHECK(cudaStreamDestroy(stream));
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double seconds = Now() - start;
+  for (auto& v : buffers) {
+    for (Buffer& b : v) Free(b);
+  }
+  return static_cast<double>(size) / seconds / 1e9;
+}
+
+void GroupSweep(int fd, void* device) {
+  struct Config {
+    int groups, members, per_group;
+    uint64_t piece_mib;
+  };
+  const Config configs[] = {{6, 2, 2, 4}, {7, 2, 2, 4}, {8, 2, 2, 4}, {3, 4, 2, 4}, {4, 4, 2, 4},
+                            {6, 2, 2, 2}, {12, 1, 2, 4}, {6, 2, 3, 4}, {6, 2, 2, 4}, {4, 3, 2, 4}};
+  for (const Config& c : configs) {
+    const double gbps = Groups(fd, device, c.groups, c.members, c.per_group, c.piece_mib * kMiB);
+    std::printf("{\"section\":\"groups\",\"groups\":%d,\"members\":%d,\"buffers_per_group\":%d,"
+                "\"piece_mib\":%llu,\"copy_mib\":%llu,\"gbps\":%.2f}\n",
+                c.groups, c.members, c.per_group, static_cast<unsigned long long>(c.piece_mib),
+                static_cast<unsigned long long>(c.piece_mib * static_cast<uint64_t>(c.members)), gbps);
+    std::fflush(stdout);
+  }
 }
 
 void PipeSweep(int fd, void* device) {
@@ -324,7 +464,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s FILE [alloc,read,contend,pipe,hybrid]\n", argv[0]);
     return 64;
   }
-  const std::string sections = argc > 2 ? argv[2] : "alloc,read,contend,pipe,hybrid";
+  const std::string sections = argc > 2 ? argv[2] : "alloc,read,contend,pipe,hybrid,streams,sizes,pipe2,groups";
   const int fd = ::open(argv[1], O_RDONLY);
   if (fd < 0) {
     std::perror(argv[1]);
@@ -340,6 +480,10 @@ int main(int argc, char** argv) {
   if (want("contend")) Contend(fd, device);
   if (want("pipe")) PipeSweep(fd, device);
   if (want("hybrid")) Hybrid(fd, device);
+  if (want("streams")) Streams(device);
+  if (want("sizes")) Sizes(fd);
+  if (want("pipe2")) Pipe2(fd, device);
+  if (want("groups")) GroupSweep(fd, device);
   CHECK(cudaFree(device));
   ::close(fd);
   return 0;

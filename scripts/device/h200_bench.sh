@@ -85,7 +85,7 @@ if [ "$PART" = bench ]; then
   log "hoist doctor"
   $BIN/hoist doctor "$MODEL" --device "$DEVICE" 2>&1 | tee -a "$OUT/log.txt"
   log "hoist bench --cold"
-  $BIN/hoist bench "$MODEL" --device "$DEVICE" --cold --repeat 2 --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/log.txt"
+  $BIN/hoist bench "$MODEL" --device "$DEVICE" --cold --repeat 3 --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/log.txt"
   echo "bench exit code ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
   if [ -f "$OUT/python_vs_safetensors.json" ] || [ -f "${PEERS:-}" ]; then
     log "table with the peers"

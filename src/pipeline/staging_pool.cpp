@@ -91,7 +91,31 @@ void StagingPool::AddRegion(unsigned char* memory, size_t count) {
 
 void StagingPool::GrowInBackground(size_t have, size_t count) {
   grower_ = std::thread([this, have, count]() mutable {
-    size_t piece = count - have;     // all the rest in one allocation, else in halves
+    // First the rest in up to 4 allocations made at once: faulting in (zeroing) fresh pages
+    // runs in parallel, so the readers waiting for buffers get them sooner.
+    const size_t rest = count - have;
+    const size_t parts = std::min<size_t>(4, rest);
+    std::vector<size_t> sizes(parts, rest / parts);
+    for (size_t i = 0; i < rest % parts; ++i) ++sizes[i];
+    std::atomic<size_t> added{0};
+    std::vector<std::thread> helpers;
+    for (size_t i = 1; i < parts; ++i) {
+      helpers.emplace_back([this, &added, n = sizes[i]] {
+        auto p = device_->AllocatePinned(n * buffer_bytes_);
+        if (p.ok()) {
+          AddRegion(static_cast<unsigned char*>(p.value()), n);
+          added += n;
+        }
+      });
+    }
+    if (auto p = device_->AllocatePinned(sizes[0] * buffer_bytes_); p.ok()) {
+      AddRegion(static_cast<unsigned char*>(p.value()), sizes[0]);
+      added += sizes[0];
+    }
+    for (std::thread& t : helpers) t.join();
+    have += added.load();
+    // Whatever failed: smaller allocations, halving down to one buffer.
+    size_t piece = count - have;
     while (have < count && !stop_growing_.load()) {
       piece = std::min(piece, count - have);
       auto p = device_->AllocatePinned(piece * buffer_bytes_);

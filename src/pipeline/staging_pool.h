@@ -62,7 +62,7 @@ class StagingPool {
  public:
   // Allocates up to budget_bytes in buffers of buffer_bytes (at least 2 buffers), falling back
   // as described above. Buffers are carved out of a few large pinned allocations (one pinning
-  // call costs about as much as pinning 2 MiB more). The first few buffers are allocated before
+  // call costs about as much as pinning 3 MiB more). The first few buffers are allocated before
   // it returns and the rest on a background thread, so a load can start streaming while
   // pinned memory is still being set up.
   // Thread safety: Acquire, report and buffer release may run on any thread.
@@ -93,7 +93,7 @@ class StagingPool {
   void Return(size_t index);
   // Adds `count` buffers carved from one allocation.
   void AddRegion(unsigned char* memory, size_t count);
-  // Allocates buffers `have` to `count` on a background thread.
+  // Allocates buffers `have` to `count` on a background thread (and helpers).
   void GrowInBackground(size_t have, size_t count);
 
   std::shared_ptr<CheckedDevice> device_;
