@@ -91,7 +91,8 @@ uint64_t FileSize(int fd) { return static_cast<uint64_t>(::lseek(fd, 0, SEEK_END
 bool PreadAll(int fd, void* dst, uint64_t n, uint64_t at) {
   uint64_t done = 0;
   while (done < n) {
-    const ssize_t got = ::pread(fd, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(at + done));
+    const ssize_t got =
+        ::pread(fd, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(at + done));
     if (got <= 0) return false;
     done += static_cast<uint64_t>(got);
   }
@@ -110,15 +111,17 @@ void Alloc() {
     const double t3 = Now();
     Free(big);
     const double t4 = Now();
-    std::printf("{\"section\":\"alloc\",\"kind\":\"%s\",\"alloc_16x4MiB_ms\":%.2f,\"free_16x4MiB_ms\":%.2f,"
-                "\"alloc_64MiB_ms\":%.2f,\"free_64MiB_ms\":%.2f}\n",
-                kind, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3);
+    std::printf(
+        "{\"section\":\"alloc\",\"kind\":\"%s\",\"alloc_16x4MiB_ms\":%.2f,\"free_16x4MiB_ms\":%.2f,"
+        "\"alloc_64MiB_ms\":%.2f,\"free_64MiB_ms\":%.2f}\n",
+        kind, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3);
     std::fflush(stdout);
   }
 }
 
 // Reads the whole file with `threads` readers into buffers of `kind`; returns GB/s.
-double ReadAll(int fd, const std::string& kind, int threads, uint64_t chunk, double stop_after_s = 0) {
+double ReadAll(int fd, const std::string& kind, int threads, uint64_t chunk,
+               double stop_after_s = 0) {
   const uint64_t size = FileSize(fd);
   std::atomic<uint64_t> next{0};
   std::atomic<uint64_t> bytes{0};
@@ -151,8 +154,9 @@ void Read(int fd) {
   for (const char* kind : {"pageable", "hostalloc", "thp", "small"}) {
     for (int threads : {8, 12, 16}) {
       const double gbps = ReadAll(fd, kind, threads, 4 * kMiB);
-      std::printf("{\"section\":\"read\",\"kind\":\"%s\",\"threads\":%d,\"chunk_mib\":4,\"gbps\":%.2f}\n", kind,
-                  threads, gbps);
+      std::printf(
+          "{\"section\":\"read\",\"kind\":\"%s\",\"threads\":%d,\"chunk_mib\":4,\"gbps\":%.2f}\n",
+          kind, threads, gbps);
       std::fflush(stdout);
     }
   }
@@ -169,8 +173,8 @@ double CopyFor(double seconds, void* device, int nstreams = 2, uint64_t copy = 4
   const double start = Now();
   while (Now() - start < seconds) {
     for (uint64_t off = 0, i = 0; off < span; off += copy, ++i) {
-      CHECK(cudaMemcpyAsync(static_cast<char*>(device) + off, static_cast<char*>(src.data) + off, copy,
-                            cudaMemcpyHostToDevice, streams[i % streams.size()]));
+      CHECK(cudaMemcpyAsync(static_cast<char*>(device) + off, static_cast<char*>(src.data) + off,
+                            copy, cudaMemcpyHostToDevice, streams[i % streams.size()]));
       bytes += copy;
     }
     for (auto& s : streams) CHECK(cudaStreamSynchronize(s));
@@ -195,8 +199,10 @@ void Streams(void* device) {
 void Sizes(int fd) {
   for (uint64_t mib : {2, 4, 8, 16}) {
     const double gbps = ReadAll(fd, "thp", 12, mib * kMiB);
-    std::printf("{\"section\":\"sizes\",\"kind\":\"thp\",\"threads\":12,\"chunk_mib\":%llu,\"gbps\":%.2f}\n",
-                static_cast<unsigned long long>(mib), gbps);
+    std::printf(
+        "{\"section\":\"sizes\",\"kind\":\"thp\",\"threads\":12,\"chunk_mib\":%llu,\"gbps\":%.2f}"
+        "\n",
+        static_cast<unsigned long long>(mib), gbps);
     std::fflush(stdout);
   }
 }
@@ -212,9 +218,10 @@ void Contend(int fd, void* device) {
   });
   const double read_both = ReadAll(fd, "pageable", 12, 4 * kMiB, 2.0);
   copier.join();
-  std::printf("{\"section\":\"contend\",\"copy_alone_gbps\":%.2f,\"read_alone_gbps\":%.2f,"
-              "\"copy_with_reads_gbps\":%.2f,\"reads_with_copy_gbps\":%.2f}\n",
-              copy_alone, read_alone, copy_both, read_both);
+  std::printf(
+      "{\"section\":\"contend\",\"copy_alone_gbps\":%.2f,\"read_alone_gbps\":%.2f,"
+      "\"copy_with_reads_gbps\":%.2f,\"reads_with_copy_gbps\":%.2f}\n",
+      copy_alone, read_alone, copy_both, read_both);
   std::fflush(stdout);
 }
 
@@ -250,10 +257,11 @@ PipeResult Pipe(int fd, void* device, const std::string& kind, int threads, int 
           while (cudaEventQuery(events[slot]) == cudaErrorNotReady) std::this_thread::yield();
         }
         Buffer& b = buffers[static_cast<size_t>(t)][slot];
-        const uint64_t from = std::min(at + skew, end) ;
+        const uint64_t from = std::min(at + skew, end);
         const uint64_t m = std::min(n, end - from);
         if (m > 0 && !PreadAll(fd, b.data, m, from)) std::exit(2);
-        CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, b.data, n, cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, b.data, n, cudaMemcpyHostToDevice,
+                              stream));
         CHECK(cudaEventRecord(events[slot], stream));
         used[slot] = true;
       }
@@ -276,14 +284,16 @@ void Pipe2(int fd, void* device) {
     int threads, per_thread;
     uint64_t chunk_mib, skew;
   };
-  const Config configs[] = {{12, 2, 4, 0}, {12, 2, 4, 2880}, {12, 1, 8, 0}, {16, 1, 8, 0},
+  const Config configs[] = {{12, 2, 4, 0}, {12, 2, 4, 2880}, {12, 1, 8, 0},   {16, 1, 8, 0},
                             {12, 2, 8, 0}, {12, 2, 4, 0},    {12, 2, 4, 2880}};
   for (const Config& c : configs) {
-    const PipeResult r = Pipe(fd, device, "thp", c.threads, c.per_thread, c.chunk_mib * kMiB, 0, size, c.skew);
-    std::printf("{\"section\":\"pipe2\",\"threads\":%d,\"buffers_per_thread\":%d,\"chunk_mib\":%llu,"
-                "\"read_skew_bytes\":%llu,\"gbps\":%.2f}\n",
-                c.threads, c.per_thread, static_cast<unsigned long long>(c.chunk_mib),
-                static_cast<unsigned long long>(c.skew), static_cast<double>(r.bytes) / r.seconds / 1e9);
+    const PipeResult r =
+        Pipe(fd, device, "thp", c.threads, c.per_thread, c.chunk_mib * kMiB, 0, size, c.skew);
+    std::printf(
+        "{\"section\":\"pipe2\",\"threads\":%d,\"buffers_per_thread\":%d,\"chunk_mib\":%llu,"
+        "\"read_skew_bytes\":%llu,\"gbps\":%.2f}\n",
+        c.threads, c.per_thread, static_cast<unsigned long long>(c.chunk_mib),
+        static_cast<unsigned long long>(c.skew), static_cast<double>(r.bytes) / r.seconds / 1e9);
     std::fflush(stdout);
   }
 }
@@ -296,7 +306,7 @@ double Groups(int fd, void* device, int groups, int members, int per_group, uint
   const uint64_t chunk = piece * static_cast<uint64_t>(members);
   std::atomic<uint64_t> next{0};
   struct Shared {
-    std::atomic<uint64_t> seq{0};   // work generation published by the leader
+    std::atomic<uint64_t> seq{0};  // work generation published by the leader
     std::atomic<uint64_t> at{0};
     std::atomic<unsigned char*> buffer{nullptr};
     std::atomic<int> done{0};
@@ -320,7 +330,9 @@ double Groups(int fd, void* device, int groups, int members, int per_group, uint
           if (sh.seq.load() == seen && sh.stop.load()) break;
           seen = seq;
           const uint64_t at = sh.at.load() + piece * static_cast<uint64_t>(m);
-          if (at < size && !PreadAll(fd, sh.buffer.load() + piece * static_cast<uint64_t>(m), std::min(piece, size - at), at)) std::exit(2);
+          if (at < size && !PreadAll(fd, sh.buffer.load() + piece * static_cast<uint64_t>(m),
+                                     std::min(piece, size - at), at))
+            std::exit(2);
           sh.done.fetch_add(1);
         }
       });
@@ -347,7 +359,8 @@ double Groups(int fd, void* device, int groups, int members, int per_group, uint
         if (!PreadAll(fd, data, std::min(piece, size - at), at)) std::exit(2);
         while (sh.done.load() < members - 1) std::this_thread::yield();
         const uint64_t n = std::min(chunk, size - at);
-        CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, data, n, cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMemcpyAsync(static_cast<char*>(device) + at, data, n, cudaMemcpyHostToDevice,
+                              stream));
         CHECK(cudaEventRecord(events[slot], stream));
         used[slot] = true;
       }
@@ -370,14 +383,15 @@ void GroupSweep(int fd, void* device) {
     int groups, members, per_group;
     uint64_t piece_mib;
   };
-  const Config configs[] = {{6, 2, 2, 4}, {7, 2, 2, 4}, {8, 2, 2, 4}, {3, 4, 2, 4}, {4, 4, 2, 4},
+  const Config configs[] = {{6, 2, 2, 4}, {7, 2, 2, 4},  {8, 2, 2, 4}, {3, 4, 2, 4}, {4, 4, 2, 4},
                             {6, 2, 2, 2}, {12, 1, 2, 4}, {6, 2, 3, 4}, {6, 2, 2, 4}, {4, 3, 2, 4}};
   for (const Config& c : configs) {
     const double gbps = Groups(fd, device, c.groups, c.members, c.per_group, c.piece_mib * kMiB);
-    std::printf("{\"section\":\"groups\",\"groups\":%d,\"members\":%d,\"buffers_per_group\":%d,"
-                "\"piece_mib\":%llu,\"copy_mib\":%llu,\"gbps\":%.2f}\n",
-                c.groups, c.members, c.per_group, static_cast<unsigned long long>(c.piece_mib),
-                static_cast<unsigned long long>(c.piece_mib * static_cast<uint64_t>(c.members)), gbps);
+    std::printf(
+        "{\"section\":\"groups\",\"groups\":%d,\"members\":%d,\"buffers_per_group\":%d,"
+        "\"piece_mib\":%llu,\"copy_mib\":%llu,\"gbps\":%.2f}\n",
+        c.groups, c.members, c.per_group, static_cast<unsigned long long>(c.piece_mib),
+        static_cast<unsigned long long>(c.piece_mib * static_cast<uint64_t>(c.members)), gbps);
     std::fflush(stdout);
   }
 }
@@ -389,16 +403,18 @@ void PipeSweep(int fd, void* device) {
     int threads, per_thread, chunk_mib;
   };
   const Config configs[] = {
-      {"hostalloc", 12, 2, 4}, {"thp", 12, 2, 4},  {"small", 12, 2, 4}, {"thp", 16, 2, 4},
-      {"thp", 12, 2, 2},       {"thp", 12, 4, 1},  {"thp", 8, 2, 4},   {"hostalloc", 12, 2, 4},
+      {"hostalloc", 12, 2, 4}, {"thp", 12, 2, 4}, {"small", 12, 2, 4}, {"thp", 16, 2, 4},
+      {"thp", 12, 2, 2},       {"thp", 12, 4, 1}, {"thp", 8, 2, 4},    {"hostalloc", 12, 2, 4},
       {"thp", 12, 2, 8},       {"thp", 14, 2, 4},
   };
   for (const Config& c : configs) {
-    const PipeResult r = Pipe(fd, device, c.kind, c.threads, c.per_thread, c.chunk_mib * kMiB, 0, size);
-    std::printf("{\"section\":\"pipe\",\"kind\":\"%s\",\"threads\":%d,\"buffers_per_thread\":%d,"
-                "\"chunk_mib\":%d,\"seconds\":%.4f,\"gbps\":%.2f}\n",
-                c.kind, c.threads, c.per_thread, c.chunk_mib, r.seconds,
-                static_cast<double>(r.bytes) / r.seconds / 1e9);
+    const PipeResult r =
+        Pipe(fd, device, c.kind, c.threads, c.per_thread, c.chunk_mib * kMiB, 0, size);
+    std::printf(
+        "{\"section\":\"pipe\",\"kind\":\"%s\",\"threads\":%d,\"buffers_per_thread\":%d,"
+        "\"chunk_mib\":%d,\"seconds\":%.4f,\"gbps\":%.2f}\n",
+        c.kind, c.threads, c.per_thread, c.chunk_mib, r.seconds,
+        static_cast<double>(r.bytes) / r.seconds / 1e9);
     std::fflush(stdout);
   }
 }
@@ -433,7 +449,8 @@ void Hybrid(int fd, void* device) {
   const auto* mapping = static_cast<const unsigned char*>(m);
   for (double fraction : {1.0, 0.2, 0.3}) {
     for (int zero_threads : {1, 2}) {
-      const uint64_t split = static_cast<uint64_t>(static_cast<double>(size) * (1 - fraction)) / (64 * kMiB) * (64 * kMiB);
+      const uint64_t split = static_cast<uint64_t>(static_cast<double>(size) * (1 - fraction)) /
+                             (64 * kMiB) * (64 * kMiB);
       std::atomic<uint64_t> next{split};
       const double start = Now();
       std::vector<std::thread> zero;
@@ -445,12 +462,13 @@ void Hybrid(int fd, void* device) {
       if (split > 0) staged = Pipe(fd, device, "thp", 12, 2, 4 * kMiB, 0, split);
       for (auto& t : zero) t.join();
       const double seconds = Now() - start;
-      std::printf("{\"section\":\"hybrid\",\"zero_copy_fraction\":%.2f,\"zero_copy_threads\":%d,"
-                  "\"staged_gbps\":%.2f,\"zero_copy_gbps\":%.2f,\"seconds\":%.4f,\"gbps\":%.2f}\n",
-                  fraction, zero_threads,
-                  staged.seconds > 0 ? static_cast<double>(staged.bytes) / staged.seconds / 1e9 : 0.0,
-                  static_cast<double>(size - split) / (Now() - zero_start) / 1e9, seconds,
-                  static_cast<double>(size) / seconds / 1e9);
+      std::printf(
+          "{\"section\":\"hybrid\",\"zero_copy_fraction\":%.2f,\"zero_copy_threads\":%d,"
+          "\"staged_gbps\":%.2f,\"zero_copy_gbps\":%.2f,\"seconds\":%.4f,\"gbps\":%.2f}\n",
+          fraction, zero_threads,
+          staged.seconds > 0 ? static_cast<double>(staged.bytes) / staged.seconds / 1e9 : 0.0,
+          static_cast<double>(size - split) / (Now() - zero_start) / 1e9, seconds,
+          static_cast<double>(size) / seconds / 1e9);
       std::fflush(stdout);
     }
   }
@@ -464,7 +482,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s FILE [alloc,read,contend,pipe,hybrid]\n", argv[0]);
     return 64;
   }
-  const std::string sections = argc > 2 ? argv[2] : "alloc,read,contend,pipe,hybrid,streams,sizes,pipe2,groups";
+  const std::string sections =
+      argc > 2 ? argv[2] : "alloc,read,contend,pipe,hybrid,streams,sizes,pipe2,groups";
   const int fd = ::open(argv[1], O_RDONLY);
   if (fd < 0) {
     std::perror(argv[1]);

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "base/platform.h"
-#include "format/directory_json.h"
 #include "device/checked_device.h"
+#include "format/directory_json.h"
 #include "format/model.h"
 #include "hoist/hoist.h"
 #include "pipeline/loader.h"
@@ -30,28 +30,37 @@ thread_local std::string g_last_error;
 hoist_status Fail(const hoist::Status& status) {
   g_last_error = status.message();
   switch (status.code()) {
-    case hoist::Code::kOk: return HOIST_OK;
-    case hoist::Code::kInvalidModel: return HOIST_INVALID_MODEL;
-    case hoist::Code::kIoError: return HOIST_IO_ERROR;
-    case hoist::Code::kNotFound: return HOIST_NOT_FOUND;
-    case hoist::Code::kInvalidArgument: return HOIST_INVALID_ARGUMENT;
-    case hoist::Code::kStalled: return HOIST_STALLED;
-    case hoist::Code::kDeviceError: return HOIST_DEVICE_ERROR;
-    case hoist::Code::kVerifyMismatch: return HOIST_VERIFY_MISMATCH;
-    case hoist::Code::kCancelled: return HOIST_CANCELLED;
-    case hoist::Code::kUnavailable: return HOIST_UNAVAILABLE;
-    case hoist::Code::kInternal: return HOIST_ERROR;
+    case hoist::Code::kOk:
+      return HOIST_OK;
+    case hoist::Code::kInvalidModel:
+      return HOIST_INVALID_MODEL;
+    case hoist::Code::kIoError:
+      return HOIST_IO_ERROR;
+    case hoist::Code::kNotFound:
+      return HOIST_NOT_FOUND;
+    case hoist::Code::kInvalidArgument:
+      return HOIST_INVALID_ARGUMENT;
+    case hoist::Code::kStalled:
+      return HOIST_STALLED;
+    case hoist::Code::kDeviceError:
+      return HOIST_DEVICE_ERROR;
+    case hoist::Code::kVerifyMismatch:
+      return HOIST_VERIFY_MISMATCH;
+    case hoist::Code::kCancelled:
+      return HOIST_CANCELLED;
+    case hoist::Code::kUnavailable:
+      return HOIST_UNAVAILABLE;
+    case hoist::Code::kInternal:
+      return HOIST_ERROR;
   }
   return HOIST_ERROR;
 }
 
-hoist_status Invalid(const char* what) {
-  return Fail(hoist::Status::InvalidArgument(what));
-}
+hoist_status Invalid(const char* what) { return Fail(hoist::Status::InvalidArgument(what)); }
 
 hoist_tensor_info Info(const hoist::TensorEntry& t) {
   return {t.name.c_str(), t.dtype.c_str(), t.shape.data(), static_cast<uint32_t>(t.shape.size()),
-          t.file, t.offset, t.nbytes};
+          t.file,         t.offset,        t.nbytes};
 }
 
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
@@ -83,8 +92,8 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
       const hoist_tensor_info info = Info(t);
       void* p = destination(user, index, &info);
       if (p == nullptr && t.nbytes > 0) {
-        return hoist::Status::InvalidArgument("the destination callback gave no pointer for tensor '" +
-                                              t.name + "'");
+        return hoist::Status::InvalidArgument(
+            "the destination callback gave no pointer for tensor '" + t.name + "'");
       }
       return p;
     };
@@ -146,7 +155,8 @@ hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_te
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index) {
   if (model == nullptr || name == nullptr || index == nullptr) return Invalid("NULL argument");
   const hoist::TensorEntry* t = model->dir.Find(name);
-  if (t == nullptr) return Fail(hoist::Status::NotFound(std::string("no tensor named '") + name + "'"));
+  if (t == nullptr)
+    return Fail(hoist::Status::NotFound(std::string("no tensor named '") + name + "'"));
   *index = static_cast<size_t>(t - model->dir.tensors.data());
   return HOIST_OK;
 }
@@ -176,7 +186,8 @@ hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uin
 
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
   if (loaded == nullptr) return Invalid("loaded must not be NULL");
-  auto found = hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
+  auto found =
+      hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
   if (!found.ok()) return Fail(found.status());
   if (mismatches != nullptr) *mismatches = found->size();
   if (found->empty()) return HOIST_OK;
@@ -197,17 +208,28 @@ const char* hoist_last_error(void) { return g_last_error.c_str(); }
 
 const char* hoist_status_name(hoist_status status) {
   switch (status) {
-    case HOIST_OK: return "ok";
-    case HOIST_ERROR: return "error";
-    case HOIST_INVALID_MODEL: return "invalid model";
-    case HOIST_STALLED: return "stalled";
-    case HOIST_DEVICE_ERROR: return "device error";
-    case HOIST_VERIFY_MISMATCH: return "verify mismatch";
-    case HOIST_CANCELLED: return "cancelled";
-    case HOIST_IO_ERROR: return "I/O error";
-    case HOIST_NOT_FOUND: return "not found";
-    case HOIST_INVALID_ARGUMENT: return "invalid argument";
-    case HOIST_UNAVAILABLE: return "unavailable";
+    case HOIST_OK:
+      return "ok";
+    case HOIST_ERROR:
+      return "error";
+    case HOIST_INVALID_MODEL:
+      return "invalid model";
+    case HOIST_STALLED:
+      return "stalled";
+    case HOIST_DEVICE_ERROR:
+      return "device error";
+    case HOIST_VERIFY_MISMATCH:
+      return "verify mismatch";
+    case HOIST_CANCELLED:
+      return "cancelled";
+    case HOIST_IO_ERROR:
+      return "I/O error";
+    case HOIST_NOT_FOUND:
+      return "not found";
+    case HOIST_INVALID_ARGUMENT:
+      return "invalid argument";
+    case HOIST_UNAVAILABLE:
+      return "unavailable";
   }
   return "unknown";
 }

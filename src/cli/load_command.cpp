@@ -42,8 +42,10 @@ void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
   cmd->add_flag("--quiet", f.quiet, "no progress display");
   cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
       ->check(CLI::Range(0, 256));
-  cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4)")->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f.staging_mib, "staging budget in MiB (default: two chunks per reader thread)")
+  cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4)")
+      ->check(CLI::Range(0.0, 4096.0));
+  cmd->add_option("--staging", f.staging_mib,
+                  "staging budget in MiB (default: two chunks per reader thread)")
       ->check(CLI::Range(0.0, 1048576.0));
   cmd->add_option("--stall-timeout", f.stall_timeout,
                   "seconds without progress before the load fails with exit 3 (default 60)")
@@ -55,15 +57,20 @@ void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
 void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
   const LoadReport& r = model.report;
   const double wall = r.wall_s + r.phases.open_parse;  // the device's open is shown apart
-  std::printf("loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
-              FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
-              FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),
-              FormatRate(r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream : 0).c_str());
-  std::printf("  phases: open+parse %.1f ms, device open %.1f ms, plan %.1f ms, allocate %.1f ms, stream %.1f ms, teardown %.1f ms\n",
-              r.phases.open_parse * 1e3, r.phases.device_open * 1e3, r.phases.plan * 1e3, r.phases.allocate * 1e3,
-              r.phases.stream * 1e3, r.phases.teardown * 1e3);
-  std::printf("  staging: %zu x %s %s (%s), %d reader threads, %s chunks, %s I/O\n", r.staging_buffers,
-              FormatBytes(r.staging_buffer_bytes).c_str(), r.pinned_staging ? "pinned" : "pageable",
+  std::printf(
+      "loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
+      FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
+      FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),
+      FormatRate(r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream : 0)
+          .c_str());
+  std::printf(
+      "  phases: open+parse %.1f ms, device open %.1f ms, plan %.1f ms, allocate %.1f ms, stream "
+      "%.1f ms, teardown %.1f ms\n",
+      r.phases.open_parse * 1e3, r.phases.device_open * 1e3, r.phases.plan * 1e3,
+      r.phases.allocate * 1e3, r.phases.stream * 1e3, r.phases.teardown * 1e3);
+  std::printf("  staging: %zu x %s %s (%s), %d reader threads, %s chunks, %s I/O\n",
+              r.staging_buffers, FormatBytes(r.staging_buffer_bytes).c_str(),
+              r.pinned_staging ? "pinned" : "pageable",
               FormatBytes(r.staging_buffer_bytes * r.staging_buffers).c_str(), r.threads,
               FormatBytes(r.chunk_bytes).c_str(), IoModeName(r.io));
   std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
@@ -78,7 +85,8 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
   }
 }
 
-nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
+nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel& model,
+                                   const std::string& path) {
   nlohmann::ordered_json j = {{"path", path}};
   j.update(ReportToJson(model.report));
   if (!model.checksums.empty()) {
@@ -101,12 +109,15 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   auto opened = OpenModel(f.path);
   if (!opened.ok()) return ReportFailure(opened.status());
   *dir = std::move(opened).value();
-  const double open_parse = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
+  const double open_parse =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const std::string& w : dir->warnings)
+    std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
   const auto device_start = std::chrono::steady_clock::now();
   auto device = OpenDevice(f.device);
   if (!device.ok()) return ReportFailure(device.status());
-  const double device_open = std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
+  const double device_open =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
   LoadOptions options;
   options.threads = f.threads;
   options.chunk_bytes = static_cast<uint64_t>(f.chunk_mib * static_cast<double>(kMiB));
@@ -129,7 +140,8 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   }
   (*loaded)->report.phases.open_parse = open_parse;
   (*loaded)->report.phases.device_open = device_open;
-  for (const std::string& fb : (*loaded)->report.fallbacks) std::fprintf(stderr, "hoist: warning: %s\n", fb.c_str());
+  for (const std::string& fb : (*loaded)->report.fallbacks)
+    std::fprintf(stderr, "hoist: warning: %s\n", fb.c_str());
   *out = std::move(loaded).value();
   return -1;
 }
@@ -138,7 +150,8 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
 
 Runner RegisterLoad(CLI::App& app) {
   auto flags = std::make_shared<LoadFlags>();
-  CLI::App* cmd = app.add_subcommand("load", "Load every tensor of a model onto a device and report how it went");
+  CLI::App* cmd = app.add_subcommand(
+      "load", "Load every tensor of a model onto a device and report how it went");
   AddLoadFlags(cmd, *flags);
   return [flags]() -> int {
     TensorDirectory dir;
@@ -156,7 +169,8 @@ Runner RegisterLoad(CLI::App& app) {
 Runner RegisterVerify(CLI::App& app) {
   auto flags = std::make_shared<LoadFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "verify", "Load a model, read every tensor back from the device and compare it with the file");
+      "verify",
+      "Load a model, read every tensor back from the device and compare it with the file");
   AddLoadFlags(cmd, *flags);
   return [flags]() -> int {
     TensorDirectory dir;
@@ -166,7 +180,8 @@ Runner RegisterVerify(CLI::App& app) {
     constexpr size_t kListed = 10;
     auto mismatches = Verify(dir, *model, model->report.threads, kListed);
     if (!mismatches.ok()) return ReportFailure(mismatches.status());
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const LoadReport& r = model->report;
     if (flags->json) {
       nlohmann::ordered_json j = SummaryJson(dir, *model, flags->path);
@@ -174,7 +189,9 @@ Runner RegisterVerify(CLI::App& app) {
       j["verify_s"] = seconds;
       j["mismatches"] = nlohmann::ordered_json::array();
       for (const Mismatch& m : *mismatches) {
-        j["mismatches"].push_back({{"tensor", m.tensor}, {"tensor_offset", m.tensor_offset}, {"file_offset", m.file_offset}});
+        j["mismatches"].push_back({{"tensor", m.tensor},
+                                   {"tensor_offset", m.tensor_offset},
+                                   {"file_offset", m.file_offset}});
       }
       std::cout << DumpJson(j) << "\n";
     }
@@ -190,8 +207,9 @@ Runner RegisterVerify(CLI::App& app) {
     }
     if (!flags->json) {
       PrintSummary(dir, *model, flags->path);
-      std::printf("verified %zu tensors (%s) on %s byte for byte against the file in %.3f s: all match\n",
-                  r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(), seconds);
+      std::printf(
+          "verified %zu tensors (%s) on %s byte for byte against the file in %.3f s: all match\n",
+          r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(), seconds);
     }
     return kExitOk;
   };

@@ -12,8 +12,8 @@
 namespace hoist {
 
 struct DeviceInfo {
-  std::string name;          // "host", "sim", "cuda:0"
-  std::string description;   // "NVIDIA H200", "simulated DMA engine at 5.00 GB/s"
+  std::string name;           // "host", "sim", "cuda:0"
+  std::string description;    // "NVIDIA H200", "simulated DMA engine at 5.00 GB/s"
   uint64_t total_memory = 0;  // bytes; 0 when unknown
   uint64_t free_memory = 0;   // bytes; 0 when unknown
 };

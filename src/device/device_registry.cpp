@@ -43,7 +43,8 @@ Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
   if (kind == "cuda" || kind == "hip" || kind == "gpu") {
 #if defined(HOIST_HAVE_GPU)
     if (kind != "gpu" && kind != kGpuPrefix) {
-      return Status::Unavailable(spec + ": this build has the " + kGpuPrefix + " backend, not " + kind);
+      return Status::Unavailable(spec + ": this build has the " + kGpuPrefix + " backend, not " +
+                                 kind);
     }
     int ordinal = 0;
     if (colon != std::string::npos) {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "device/device.h"
-#include "device/host_memory.h"
 #include "device/gpu_vendor.h"
+#include "device/host_memory.h"
 
 namespace hoist {
 namespace {
@@ -113,7 +113,8 @@ class GpuDevice final : public Device {
     HOIST_RETURN_IF_ERROR(Bind());
     void* p = nullptr;
     gpuError_t err = gpuMalloc(&p, bytes);
-    if (err != gpuSuccess) return GpuStatus(err, name_, ("allocating " + std::to_string(bytes) + " bytes").c_str());
+    if (err != gpuSuccess)
+      return GpuStatus(err, name_, ("allocating " + std::to_string(bytes) + " bytes").c_str());
     return p;
   }
   Status FreeDevice(void* ptr) override {
@@ -133,7 +134,8 @@ class GpuDevice final : public Device {
       gpuError_t err = gpuHostRegisterPortable(p, bytes);
       if (err != gpuSuccess) {
         FreeHostMemory(p);
-        return GpuStatus(err, name_, ("pinning " + std::to_string(bytes) + " bytes of host memory").c_str());
+        return GpuStatus(err, name_,
+                         ("pinning " + std::to_string(bytes) + " bytes of host memory").c_str());
       }
     }
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,10 +1,10 @@
 #include "pipeline/loader.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -14,8 +14,8 @@
 #include "base/checksum.h"
 #include "base/platform.h"
 #include "base/units.h"
-#include "plan/load_plan.h"
 #include "pipeline/staging_pool.h"
+#include "plan/load_plan.h"
 
 namespace hoist {
 namespace {
@@ -57,8 +57,8 @@ struct PendingHash {
 
 struct TensorHash {
   Xxh3Stream stream;
-  uint64_t next = 0;   // next tensor offset to feed
-  bool busy = false;   // a thread is feeding it now
+  uint64_t next = 0;                        // next tensor offset to feed
+  bool busy = false;                        // a thread is feeding it now
   std::map<uint64_t, PendingHash> pending;  // by tensor offset
 };
 
@@ -141,7 +141,8 @@ struct LoadJob {
 
 // Reads chunk c into buffer; returns where the chunk's first byte landed.
 Result<const unsigned char*> ReadChunk(LoadJob& job, const Chunk& c, unsigned char* buffer) {
-  HOIST_ASSIGN_OR_RETURN(unsigned char* at, job.files[c.file]->ReadCovering(c.offset, buffer, c.length));
+  HOIST_ASSIGN_OR_RETURN(unsigned char* at,
+                         job.files[c.file]->ReadCovering(c.offset, buffer, c.length));
   return at;
 }
 
@@ -186,8 +187,8 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
     while (e.completed < e.copies.size()) {
       auto done = e.copies[e.completed]->Poll();
       if (!done.ok()) {
-        job.Fail(done.status().WithContext("copying " + job.Where(job.plan.chunks[e.chunk]) + " to " +
-                                           job.device->name()));
+        job.Fail(done.status().WithContext("copying " + job.Where(job.plan.chunks[e.chunk]) +
+                                           " to " + job.device->name()));
         ++e.completed;  // a failed copy is over: the device no longer touches its memory
         continue;
       }
@@ -275,7 +276,8 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
                                                   data.value() + s.chunk_offset + off, n, queue,
                                                   job.external);
         if (!copy.ok()) {
-          job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
+          job.Fail(
+              copy.status().WithContext("copying " + job.Where(c) + " to " + job.device->name()));
         } else {
           entry->copies.push_back(std::move(copy).value());
         }
@@ -318,10 +320,10 @@ Status DescribeStall(LoadJob& job, double idle_s) {
   }
   if (chunk >= 0) {
     const double age = static_cast<double>(NowNs() - oldest) / 1e9;
-    return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
-                           job.device->name() + ": chunk " +
-                           job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) + " was submitted " +
-                           std::to_string(static_cast<int>(age)) + " s ago and has not completed");
+    return Status::Stalled(
+        "no progress for " + idle + " s: device copy stage on " + job.device->name() + ": chunk " +
+        job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) + " was submitted " +
+        std::to_string(static_cast<int>(age)) + " s ago and has not completed");
   }
   oldest = INT64_MAX;
   for (const ReaderState& r : job.readers) {
@@ -343,7 +345,7 @@ Status DescribeStall(LoadJob& job, double idle_s) {
 }  // namespace
 
 // Measured on a 16-core H200 machine (docs/PERFORMANCE.md): 12 readers fed the link best; one
-// reader per core left none for the completion poller and the copies' driver work.
+// reader per core left none for the copies' driver work and the watchdog.
 int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
 
 uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {
@@ -424,7 +426,8 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     for (uint32_t i : plan.tensors) {
       HOIST_ASSIGN_OR_RETURN(void* p, options.destination(i, dir.tensors[i]));
       if (p == nullptr && dir.tensors[i].nbytes > 0) {
-        return Status::InvalidArgument("no destination given for tensor '" + dir.tensors[i].name + "'");
+        return Status::InvalidArgument("no destination given for tensor '" + dir.tensors[i].name +
+                                       "'");
       }
       job->dest[i] = static_cast<unsigned char*>(p);
     }
@@ -440,7 +443,8 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   }
   const bool direct = !job->files.empty() && job->files[0]->direct();
   const uint64_t slack = direct ? 2 * job->files[0]->direct_alignment() : 0;
-  HOIST_ASSIGN_OR_RETURN(job->pool, StagingPool::Create(device, staging_bytes, chunk_bytes + slack));
+  HOIST_ASSIGN_OR_RETURN(job->pool,
+                         StagingPool::Create(device, staging_bytes, chunk_bytes + slack));
   if (job->pool->buffer_bytes() < chunk_bytes + slack) {
     // Smaller buffers than asked: cut the chunks to fit them.
     chunk_bytes = job->pool->buffer_bytes() - slack;
@@ -448,9 +452,9 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     report.chunk_bytes = chunk_bytes;
     report.chunks = job->plan.chunks.size();
   }
-  job->buffers_per_reader = std::max<size_t>(
-      1, (job->pool->planned_buffers() + static_cast<size_t>(job->threads) - 1) /
-             static_cast<size_t>(job->threads));
+  job->buffers_per_reader =
+      std::max<size_t>(1, (job->pool->planned_buffers() + static_cast<size_t>(job->threads) - 1) /
+                              static_cast<size_t>(job->threads));
   if (options.checksum) job->hashes = std::vector<TensorHash>(dir.tensors.size());
   report.phases.allocate = Seconds(allocate_start);
 
@@ -485,8 +489,8 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     if (job->chunks_done.load() == total_chunks) break;
     if ((options.cancel != nullptr && options.cancel->load()) || StopSignalReceived() != 0) {
       const int sig = StopSignalReceived();
-      job->Fail(Status::Cancelled(sig != 0 ? "cancelled by signal " + std::to_string(sig)
-                                           : "cancelled"));
+      job->Fail(
+          Status::Cancelled(sig != 0 ? "cancelled by signal " + std::to_string(sig) : "cancelled"));
       break;
     }
     if (options.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {
@@ -561,8 +565,9 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       orphans.clear();
       device->set_free_on_destroy(false);
       model->allocation = nullptr;  // leaked on purpose
-      status = status.WithContext("the device did not stop its copies; its memory is left "
-                                  "allocated until the process exits");
+      status = status.WithContext(
+          "the device did not stop its copies; its memory is left "
+          "allocated until the process exits");
     }
   }
   if (!status.ok()) {
@@ -610,7 +615,9 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
       for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
         const uint64_t n = std::min(kPiece, t.nbytes - off);
         Status s = files[t.file]->ReadExact(t.offset + off, from_file.data(), n);
-        if (s.ok()) s = model.device->CopyToHost(from_device.data(), src + off, n, model.external_destinations);
+        if (s.ok())
+          s = model.device->CopyToHost(from_device.data(), src + off, n,
+                                       model.external_destinations);
         std::lock_guard<std::mutex> lock(mutex);
         if (!s.ok()) {
           if (error.ok()) error = s;

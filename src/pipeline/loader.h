@@ -33,13 +33,13 @@ using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string
                                                                const OpenOptions& options)>;
 
 struct LoadOptions {
-  int threads = 0;                       // reader threads; 0: chosen from the machine
-  uint64_t chunk_bytes = 0;              // bytes per read; 0: kDefaultChunkBytes
-  uint64_t staging_bytes = 0;            // the staging pool's budget; 0: DefaultStagingBytes
-  double stall_timeout_s = 60;           // no progress this long ends the load (kStalled)
-  bool checksum = false;                 // XXH3-64 of every tensor, over its staged bytes
+  int threads = 0;              // reader threads; 0: chosen from the machine
+  uint64_t chunk_bytes = 0;     // bytes per read; 0: kDefaultChunkBytes
+  uint64_t staging_bytes = 0;   // the staging pool's budget; 0: DefaultStagingBytes
+  double stall_timeout_s = 60;  // no progress this long ends the load (kStalled)
+  bool checksum = false;        // XXH3-64 of every tensor, over its staged bytes
   IoMode io = IoMode::kBuffered;
-  std::vector<std::string> names;        // tensors to load; empty: all
+  std::vector<std::string> names;  // tensors to load; empty: all
   // Called on the loading thread about every 100 ms and once at the end; false cancels.
   std::function<bool(const LoadProgress&)> progress;
   // Set from any thread to cancel. SIGINT/SIGTERM also cancel once handlers are installed.
@@ -55,9 +55,9 @@ struct PhaseSeconds {
   double open_parse = 0;   // filled by the caller that opened the model
   double device_open = 0;  // filled by the caller that opened the device (GPU context)
   double plan = 0;
-  double allocate = 0;    // device allocation and the staging pool
-  double stream = 0;      // reads and copies
-  double teardown = 0;    // joining threads, freeing staging
+  double allocate = 0;  // device allocation and the staging pool
+  double stream = 0;    // reads and copies
+  double teardown = 0;  // joining threads, freeing staging
 };
 
 struct LoadReport {
@@ -113,8 +113,8 @@ struct Mismatch {
 
 // Reads every loaded tensor back from the device and compares it with the file's bytes.
 // Returns the mismatches (at most max_reported, all tensors checked), or an error.
-Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model,
-                                     int threads, size_t max_reported);
+Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
+                                     size_t max_reported);
 
 // Defaults chosen from the machine.
 int DefaultReaderThreads();

@@ -71,7 +71,8 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
   pool->AddRegion(static_cast<unsigned char*>(memory), pageable);
   pool->report_.fallbacks.push_back(
       "no pinned memory could be allocated: staging in ordinary (pageable) memory with "
-      "device copies of at most " + FormatBytes(kPageableCopyBytes) + ", which is slower");
+      "device copies of at most " +
+      FormatBytes(kPageableCopyBytes) + ", which is slower");
   return pool;
 }
 

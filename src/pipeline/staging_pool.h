@@ -5,15 +5,15 @@
 // at most kPageableCopyBytes (see max_copy_bytes()).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <atomic>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
