@@ -86,6 +86,19 @@ void Free(Buffer& b) {
   b.data = nullptr;
 }
 
+void FreeAll(std::vector<std::vector<Buffer>>& buffers) {
+  for (auto& v : buffers) {
+    for (Buffer& b : v) Free(b);
+  }
+}
+
+// Waits for a stream's copies, then destroys its events and the stream.
+void Finish(cudaStream_t stream, std::vector<cudaEvent_t>& events) {
+  CHECK(cudaStreamSynchronize(stream));
+  for (auto& e : events) CHECK(cudaEventDestroy(e));
+  CHECK(cudaStreamDestroy(stream));
+}
+
 uint64_t FileSize(int fd) { return static_cast<uint64_t>(::lseek(fd, 0, SEEK_END)); }
 
 bool PreadAll(int fd, void* dst, uint64_t n, uint64_t at) {
@@ -265,16 +278,12 @@ PipeResult Pipe(int fd, void* device, const std::string& kind, int threads, int 
         CHECK(cudaEventRecord(events[slot], stream));
         used[slot] = true;
       }
-      CHECK(cudaStreamSynchronize(stream));
-      for (auto& e : events) CHECK(cudaEventDestroy(e));
-      CHECK(cudaStreamDestroy(stream));
+      Finish(stream, events);
     });
   }
   for (auto& t : pool) t.join();
   const double seconds = Now() - start;
-  for (auto& v : buffers) {
-    for (Buffer& b : v) Free(b);
-  }
+  FreeAll(buffers);
   return {seconds, end - begin};
 }
 
@@ -365,16 +374,12 @@ double Groups(int fd, void* device, int groups, int members, int per_group, uint
         used[slot] = true;
       }
       sh.stop.store(true);
-      CHECK(cudaStreamSynchronize(stream));
-      for (auto& e : events) CHECK(cudaEventDestroy(e));
-      CHECK(cudaStreamDestroy(stream));
+      Finish(stream, events);
     });
   }
   for (auto& t : pool) t.join();
   const double seconds = Now() - start;
-  for (auto& v : buffers) {
-    for (Buffer& b : v) Free(b);
-  }
+  FreeAll(buffers);
   return static_cast<double>(size) / seconds / 1e9;
 }
 

@@ -303,36 +303,36 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   }
 }
 
+// Among the readers, the chunk in `chunk` (-1: none) whose time in `since` is oldest, with
+// that time; {-1, INT64_MAX} when no reader has one.
+std::pair<int64_t, int64_t> Oldest(const std::vector<ReaderState>& readers,
+                                   std::atomic<int64_t> ReaderState::*chunk,
+                                   std::atomic<int64_t> ReaderState::*since) {
+  std::pair<int64_t, int64_t> oldest{-1, INT64_MAX};
+  for (const ReaderState& r : readers) {
+    const int64_t c = (r.*chunk).load();
+    const int64_t t = (r.*since).load();
+    if (c >= 0 && t < oldest.second) oldest = {c, t};
+  }
+  return oldest;
+}
+
 // Names the stage that stopped moving, for the watchdog's error.
 Status DescribeStall(LoadJob& job, double idle_s) {
   char idle_text[32];
   std::snprintf(idle_text, sizeof idle_text, "%.1f", idle_s);
   const std::string idle = idle_text;
   // The copy submitted longest ago that a reader is waiting for; else the oldest read.
-  int64_t oldest = INT64_MAX;
-  int64_t chunk = -1;
-  for (const ReaderState& r : job.readers) {
-    const int64_t c = r.copy_chunk.load();
-    if (c >= 0 && r.copy_submitted_ns.load() < oldest) {
-      oldest = r.copy_submitted_ns.load();
-      chunk = c;
-    }
-  }
-  if (chunk >= 0) {
-    const double age = static_cast<double>(NowNs() - oldest) / 1e9;
+  const auto [copy_chunk, submitted_ns] =
+      Oldest(job.readers, &ReaderState::copy_chunk, &ReaderState::copy_submitted_ns);
+  if (copy_chunk >= 0) {
+    const double age = static_cast<double>(NowNs() - submitted_ns) / 1e9;
     return Status::Stalled(
         "no progress for " + idle + " s: device copy stage on " + job.device->name() + ": chunk " +
-        job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) + " was submitted " +
+        job.Where(job.plan.chunks[static_cast<size_t>(copy_chunk)]) + " was submitted " +
         std::to_string(static_cast<int>(age)) + " s ago and has not completed");
   }
-  oldest = INT64_MAX;
-  for (const ReaderState& r : job.readers) {
-    const int64_t c = r.chunk.load();
-    if (c >= 0 && r.since_ns.load() < oldest) {
-      oldest = r.since_ns.load();
-      chunk = c;
-    }
-  }
+  const int64_t chunk = Oldest(job.readers, &ReaderState::chunk, &ReaderState::since_ns).first;
   if (chunk >= 0) {
     return Status::Stalled("no progress for " + idle + " s: read stage: reading " +
                            job.Where(job.plan.chunks[static_cast<size_t>(chunk)]) +
