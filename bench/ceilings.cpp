@@ -40,7 +40,8 @@ int Read(const std::string& path, int threads, uint64_t chunk, bool direct) {
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      void* buffer = ::mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* buffer =
+          ::mmap(nullptr, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       for (;;) {
         const uint64_t at = next.fetch_add(chunk);
         if (at >= size) break;
@@ -48,7 +49,8 @@ int Read(const std::string& path, int threads, uint64_t chunk, bool direct) {
         const uint64_t ask = direct ? (want + 4095) / 4096 * 4096 : want;
         uint64_t done = 0;
         while (done < want) {
-          const ssize_t got = ::pread(fd, static_cast<char*>(buffer) + done, ask - done, static_cast<off_t>(at + done));
+          const ssize_t got = ::pread(fd, static_cast<char*>(buffer) + done, ask - done,
+                                      static_cast<off_t>(at + done));
           if (got <= 0) {
             failed = true;
             break;
@@ -62,21 +64,23 @@ int Read(const std::string& path, int threads, uint64_t chunk, bool direct) {
   for (auto& t : pool) t.join();
   const double seconds = Now() - start;
   ::close(fd);
-  std::printf("{\"what\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"threads\":%d,\"chunk_bytes\":%llu,\"seconds\":%.4f,\"gbps\":%.3f,\"ok\":%s}\n",
-              direct ? "direct_read" : "page_cache_read", path.c_str(), static_cast<unsigned long long>(size), threads,
-              static_cast<unsigned long long>(chunk), seconds, static_cast<double>(size) / seconds / 1e9,
-              failed ? "false" : "true");
+  std::printf(
+      "{\"what\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"threads\":%d,\"chunk_bytes\":%llu,"
+      "\"seconds\":%.4f,\"gbps\":%.3f,\"ok\":%s}\n",
+      direct ? "direct_read" : "page_cache_read", path.c_str(),
+      static_cast<unsigned long long>(size), threads, static_cast<unsigned long long>(chunk),
+      seconds, static_cast<double>(size) / seconds / 1e9, failed ? "false" : "true");
   return failed ? 1 : 0;
 }
 
 #if defined(HOIST_HAVE_GPU)
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    cudaError_t err_ = (call);                                                       \
-    if (err_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_));     \
-      return 1;                                                                      \
-    }                                                                                \
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    cudaError_t err_ = (call);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err_)); \
+      return 1;                                                                 \
+    }                                                                           \
   } while (0)
 
 int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
@@ -94,22 +98,27 @@ int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
   const uint64_t slots = span / copy_bytes;
   for (uint64_t i = 0; i < 8; ++i) {  // warm-up
     CHECK(cudaMemcpyAsync(static_cast<char*>(device) + (i % slots) * copy_bytes,
-                          static_cast<char*>(host) + (i % slots) * copy_bytes, copy_bytes, cudaMemcpyHostToDevice, stream));
+                          static_cast<char*>(host) + (i % slots) * copy_bytes, copy_bytes,
+                          cudaMemcpyHostToDevice, stream));
   }
   CHECK(cudaStreamSynchronize(stream));
   const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
   CHECK(cudaEventRecord(begin, stream));
   for (uint64_t i = 0; i < copies; ++i) {
     CHECK(cudaMemcpyAsync(static_cast<char*>(device) + (i % slots) * copy_bytes,
-                          static_cast<char*>(host) + (i % slots) * copy_bytes, copy_bytes, cudaMemcpyHostToDevice, stream));
+                          static_cast<char*>(host) + (i % slots) * copy_bytes, copy_bytes,
+                          cudaMemcpyHostToDevice, stream));
   }
   CHECK(cudaEventRecord(end, stream));
   CHECK(cudaEventSynchronize(end));
   float ms = 0;
   CHECK(cudaEventElapsedTime(&ms, begin, end));
-  std::printf("{\"what\":\"h2d_pinned\",\"copy_bytes\":%llu,\"bytes\":%llu,\"seconds\":%.5f,\"gbps\":%.3f}\n",
-              static_cast<unsigned long long>(copy_bytes), static_cast<unsigned long long>(copies * copy_bytes), ms / 1e3,
-              static_cast<double>(copies * copy_bytes) / (ms / 1e3) / 1e9);
+  std::printf(
+      "{\"what\":\"h2d_pinned\",\"copy_bytes\":%llu,\"bytes\":%llu,\"seconds\":%.5f,\"gbps\":%.3f}"
+      "\n",
+      static_cast<unsigned long long>(copy_bytes),
+      static_cast<unsigned long long>(copies * copy_bytes), ms / 1e3,
+      static_cast<double>(copies * copy_bytes) / (ms / 1e3) / 1e9);
   CHECK(cudaFree(device));
   CHECK(cudaFreeHost(host));
   return 0;
@@ -120,7 +129,10 @@ int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s read FILE [--threads N] [--chunk-mib M] [--direct] | h2d [--mib-per-copy M] [--total-gib G]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s read FILE [--threads N] [--chunk-mib M] [--direct] | h2d "
+                 "[--mib-per-copy M] [--total-gib G]\n",
+                 argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
@@ -132,12 +144,18 @@ int main(int argc, char** argv) {
   std::string path;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (a == "--chunk-mib" && i + 1 < argc) chunk = std::strtoull(argv[++i], nullptr, 10) << 20;
-    else if (a == "--direct") direct = true;
-    else if (a == "--mib-per-copy" && i + 1 < argc) copy = std::strtoull(argv[++i], nullptr, 10) << 20;
-    else if (a == "--total-gib" && i + 1 < argc) total = std::strtoull(argv[++i], nullptr, 10) << 30;
-    else path = a;
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--chunk-mib" && i + 1 < argc)
+      chunk = std::strtoull(argv[++i], nullptr, 10) << 20;
+    else if (a == "--direct")
+      direct = true;
+    else if (a == "--mib-per-copy" && i + 1 < argc)
+      copy = std::strtoull(argv[++i], nullptr, 10) << 20;
+    else if (a == "--total-gib" && i + 1 < argc)
+      total = std::strtoull(argv[++i], nullptr, 10) << 30;
+    else
+      path = a;
   }
   if (mode == "read") return Read(path, threads, chunk, direct);
 #if defined(HOIST_HAVE_GPU)

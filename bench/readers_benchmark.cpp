@@ -19,7 +19,8 @@ std::string Scratch(const std::string& name) {
 const std::string& ManyTensorsGguf() {
   static const std::string path = [] {
     std::vector<hoist::GgufTensorSpec> specs;
-    for (int i = 0; i < 100000; ++i) specs.push_back({"blk." + std::to_string(i) + ".w", "F16", {8, 32}, 0});
+    for (int i = 0; i < 100000; ++i)
+      specs.push_back({"blk." + std::to_string(i) + ".w", "F16", {8, 32}, 0});
     std::string p = Scratch("100k.gguf");
     if (!hoist::WriteGguf(p, {}, specs, nullptr).ok()) std::abort();
     return p;
@@ -30,7 +31,8 @@ const std::string& ManyTensorsGguf() {
 const std::string& ManyTensorsSafetensors() {
   static const std::string path = [] {
     std::vector<hoist::SafetensorsTensorSpec> specs;
-    for (int i = 0; i < 100000; ++i) specs.push_back({"blk." + std::to_string(i) + ".w", "F16", {8, 32}});
+    for (int i = 0; i < 100000; ++i)
+      specs.push_back({"blk." + std::to_string(i) + ".w", "F16", {8, 32}});
     std::string p = Scratch("100k.safetensors");
     if (!hoist::WriteSafetensors(p, {}, specs, nullptr).ok()) std::abort();
     return p;
@@ -75,7 +77,8 @@ void BM_Gguf100kTensors(benchmark::State& state) {
   ReadHeader(state, ManyTensorsGguf(), [](hoist::File& f) { return hoist::ReadGguf(f); });
 }
 void BM_Safetensors100kTensors(benchmark::State& state) {
-  ReadHeader(state, ManyTensorsSafetensors(), [](hoist::File& f) { return hoist::ReadSafetensors(f); });
+  ReadHeader(state, ManyTensorsSafetensors(),
+             [](hoist::File& f) { return hoist::ReadSafetensors(f); });
 }
 void BM_GgufVocabulary15MB(benchmark::State& state) {
   ReadHeader(state, VocabularyGguf(), [](hoist::File& f) { return hoist::ReadGguf(f); });

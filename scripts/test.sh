@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Builds hoist and runs every test: the main build (with the CUDA backend when nvcc is
+# Checks the formatting (.clang-format), then builds hoist and runs every test: the main build (with the CUDA backend when nvcc is
 # present), the suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under
 # ThreadSanitizer, a short run of each fuzzer, the Windows build (MinGW-w64) with its tests
 # under wine, the HIP build, and the Python package installed with pip and tested.
-# Usage: scripts/test.sh [main|asan|tsan|fuzz|windows|hip|python]...   (default: all)
+# Usage: scripts/test.sh [format|main|asan|tsan|fuzz|windows|hip|python]...   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(main asan tsan fuzz windows hip python)
+[ ${#stages[@]} -gt 0 ] || stages=(format main asan tsan fuzz windows hip python)
 # Debian's python3 (with python3-torch), whatever python3 comes first on PATH.
 python=/usr/bin/python3
 cuda_flags=()
@@ -20,6 +20,17 @@ banner() { printf '\n==== %s ====\n' "$*"; }
 
 for stage in "${stages[@]}"; do
   case "$stage" in
+    format)
+      banner "formatting (clang-format --dry-run --Werror)"
+      if [ -d .git ]; then
+        files=$(git ls-files '*.c' '*.cpp' '*.h' '*.hpp')
+      else
+        files=$(find src include tests bench examples python fuzz -name '*.[ch]' -o -name '*.cpp' -o -name '*.hpp' 2>/dev/null)
+      fi
+      # shellcheck disable=SC2086
+      clang-format --dry-run --Werror $files
+      echo "$(echo "$files" | wc -w) files formatted as .clang-format says"
+      ;;
     main)
       banner "main build and tests"
       cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_PYTHON=ON \

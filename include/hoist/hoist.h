@@ -20,16 +20,16 @@ extern "C" {
 
 typedef enum hoist_status {
   HOIST_OK = 0,
-  HOIST_ERROR = 1,             /* anything not listed below */
-  HOIST_INVALID_MODEL = 2,     /* the model's bytes break a rule of its format */
-  HOIST_STALLED = 3,           /* the watchdog found a stage with no progress */
-  HOIST_DEVICE_ERROR = 4,      /* the device reported an error or ran out of memory */
-  HOIST_VERIFY_MISMATCH = 5,   /* bytes on the device differ from the file's */
-  HOIST_CANCELLED = 6,         /* the progress callback or a signal cancelled the load */
+  HOIST_ERROR = 1,           /* anything not listed below */
+  HOIST_INVALID_MODEL = 2,   /* the model's bytes break a rule of its format */
+  HOIST_STALLED = 3,         /* the watchdog found a stage with no progress */
+  HOIST_DEVICE_ERROR = 4,    /* the device reported an error or ran out of memory */
+  HOIST_VERIFY_MISMATCH = 5, /* bytes on the device differ from the file's */
+  HOIST_CANCELLED = 6,       /* the progress callback or a signal cancelled the load */
   HOIST_IO_ERROR = 7,
   HOIST_NOT_FOUND = 8,
   HOIST_INVALID_ARGUMENT = 9,
-  HOIST_UNAVAILABLE = 10       /* the device or backend is not present here */
+  HOIST_UNAVAILABLE = 10 /* the device or backend is not present here */
 } hoist_status;
 
 typedef struct hoist_model hoist_model;   /* an opened model: its tensor directory */
@@ -37,11 +37,11 @@ typedef struct hoist_loaded hoist_loaded; /* a model's tensors on a device */
 
 typedef struct hoist_tensor_info {
   const char* name;
-  const char* dtype;      /* the format's spelling: "F32", "BF16", "Q4_K" */
-  const uint64_t* shape;  /* outermost dimension first */
+  const char* dtype;     /* the format's spelling: "F32", "BF16", "Q4_K" */
+  const uint64_t* shape; /* outermost dimension first */
   uint32_t ndim;
-  uint32_t file;          /* index of the file that holds it */
-  uint64_t offset;        /* absolute byte offset in that file */
+  uint32_t file;   /* index of the file that holds it */
+  uint64_t offset; /* absolute byte offset in that file */
   uint64_t nbytes;
 } hoist_tensor_info;
 
@@ -52,15 +52,15 @@ typedef int (*hoist_progress_fn)(void* user, uint64_t done_bytes, uint64_t total
 typedef void* (*hoist_destination_fn)(void* user, size_t index, const hoist_tensor_info* tensor);
 
 typedef struct hoist_load_options {
-  uint32_t struct_size;       /* set by hoist_load_options_init */
-  const char* device;         /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
-  int threads;                /* reader threads; 0: chosen from the machine */
-  uint64_t chunk_bytes;       /* 0: default (4 MiB) */
-  uint64_t staging_bytes;     /* staging budget; 0: two chunks per reader */
-  double stall_timeout_s;     /* 0: default (60 s) */
-  int checksum;               /* nonzero: XXH3-64 of every tensor */
-  int direct_io;              /* nonzero: bypass the page cache */
-  const char* const* names;   /* tensors to load; NULL: all */
+  uint32_t struct_size;     /* set by hoist_load_options_init */
+  const char* device;       /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
+  int threads;              /* reader threads; 0: chosen from the machine */
+  uint64_t chunk_bytes;     /* 0: default (4 MiB) */
+  uint64_t staging_bytes;   /* staging budget; 0: two chunks per reader */
+  double stall_timeout_s;   /* 0: default (60 s) */
+  int checksum;             /* nonzero: XXH3-64 of every tensor */
+  int direct_io;            /* nonzero: bypass the page cache */
+  const char* const* names; /* tensors to load; NULL: all */
   size_t name_count;
   hoist_progress_fn progress;
   void* progress_user;
@@ -70,8 +70,9 @@ void hoist_load_options_init(hoist_load_options* options);
 
 hoist_status hoist_model_open(const char* path, hoist_model** out);
 void hoist_model_close(hoist_model* model);
-const char* hoist_model_format(const hoist_model* model);        /* "gguf", "safetensors" */
-const char* hoist_model_metadata_json(const hoist_model* model); /* {"key": {"type","count","value"}} */
+const char* hoist_model_format(const hoist_model* model); /* "gguf", "safetensors" */
+const char* hoist_model_metadata_json(
+    const hoist_model* model); /* {"key": {"type","count","value"}} */
 size_t hoist_model_tensor_count(const hoist_model* model);
 hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_tensor_info* out);
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index);

@@ -79,12 +79,13 @@ class Model {
   Loaded load_into(const hoist_load_options& options,
                    const std::function<void*(size_t, const hoist_tensor_info&)>& destination) {
     auto trampoline = [](void* user, size_t index, const hoist_tensor_info* info) -> void* {
-      return (*static_cast<const std::function<void*(size_t, const hoist_tensor_info&)>*>(user))(index, *info);
+      return (*static_cast<const std::function<void*(size_t, const hoist_tensor_info&)>*>(user))(
+          index, *info);
     };
     hoist_loaded* out = nullptr;
-    Check(hoist_load_into(model_.get(), &options, trampoline,
-                          const_cast<std::function<void*(size_t, const hoist_tensor_info&)>*>(&destination),
-                          &out));
+    Check(hoist_load_into(
+        model_.get(), &options, trampoline,
+        const_cast<std::function<void*(size_t, const hoist_tensor_info&)>*>(&destination), &out));
     return Loaded(out);
   }
   hoist_model* get() const { return model_.get(); }

@@ -169,6 +169,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
            py::arg("checksum") = false, py::arg("direct_io") = false);
-  m.def("release_cached_memory", [] { hoist_release_cached_memory(); },
-        "unpin and free the staging memory GPU loads keep for the next load");
+  m.def(
+      "release_cached_memory", [] { hoist_release_cached_memory(); },
+      "unpin and free the staging memory GPU loads keep for the next load");
 }

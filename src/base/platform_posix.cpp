@@ -32,9 +32,7 @@ extern "C" void OnStopSignal(int sig) {
 
 }  // namespace
 
-std::vector<std::string> CommandLineArguments(int argc, char** argv) {
-  return {argv, argv + argc};
-}
+std::vector<std::string> CommandLineArguments(int argc, char** argv) { return {argv, argv + argc}; }
 
 uint64_t PeakRssBytes() {
   struct rusage usage {};
@@ -74,18 +72,30 @@ std::string FileSystemKind(const std::string& path) {
   struct statfs fs {};
   if (::statfs(path.c_str(), &fs) != 0) return "unknown";
   switch (static_cast<uint64_t>(fs.f_type)) {
-    case 0xEF53: return "ext4";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794C7630: return "overlay";
-    case 0x6969: return "nfs";
-    case 0xFF534D42: return "cifs";
-    case 0xFE534D42: return "smb2";
-    case 0x517B: return "smb";
-    case 0x65735546: return "fuse";
-    case 0x2FC12FC1: return "zfs";
-    case 0x01021997: return "9p";
+    case 0xEF53:
+      return "ext4";
+    case 0x58465342:
+      return "xfs";
+    case 0x9123683E:
+      return "btrfs";
+    case 0x01021994:
+      return "tmpfs";
+    case 0x794C7630:
+      return "overlay";
+    case 0x6969:
+      return "nfs";
+    case 0xFF534D42:
+      return "cifs";
+    case 0xFE534D42:
+      return "smb2";
+    case 0x517B:
+      return "smb";
+    case 0x65735546:
+      return "fuse";
+    case 0x2FC12FC1:
+      return "zfs";
+    case 0x01021997:
+      return "9p";
     default: {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(fs.f_type));

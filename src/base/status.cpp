@@ -7,17 +7,28 @@ namespace hoist {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidModel: return "invalid model";
-    case Code::kIoError: return "I/O error";
-    case Code::kNotFound: return "not found";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kStalled: return "stalled";
-    case Code::kDeviceError: return "device error";
-    case Code::kVerifyMismatch: return "verify mismatch";
-    case Code::kCancelled: return "cancelled";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kInternal: return "internal error";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidModel:
+      return "invalid model";
+    case Code::kIoError:
+      return "I/O error";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kStalled:
+      return "stalled";
+    case Code::kDeviceError:
+      return "device error";
+    case Code::kVerifyMismatch:
+      return "verify mismatch";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

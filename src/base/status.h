@@ -81,7 +81,7 @@ Status WindowsErrorStatus(uint32_t err, std::string_view what, std::string_view 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : value_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(value_).ok()) value_ = Status::Internal("Result built from OK status");
   }
@@ -107,9 +107,9 @@ class [[nodiscard]] Result {
 #define HOIST_CONCAT(a, b) HOIST_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when it is not OK.
-#define HOIST_RETURN_IF_ERROR(expr)              \
-  do {                                           \
-    ::hoist::Status hoist_status_ = (expr);      \
+#define HOIST_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::hoist::Status hoist_status_ = (expr);        \
     if (!hoist_status_.ok()) return hoist_status_; \
   } while (0)
 

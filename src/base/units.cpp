@@ -31,10 +31,20 @@ Result<double> UnitMultiplier(std::string_view unit) {
     double multiplier;
   };
   static constexpr Unit kUnits[] = {
-      {"", 1.0},           {"B", 1.0},          {"K", 1024.0},           {"KIB", 1024.0},
-      {"KB", 1e3},         {"M", 1048576.0},    {"MIB", 1048576.0},      {"MB", 1e6},
-      {"G", 1073741824.0}, {"GIB", 1073741824.0}, {"GB", 1e9},
-      {"T", 1099511627776.0}, {"TIB", 1099511627776.0}, {"TB", 1e12},
+      {"", 1.0},
+      {"B", 1.0},
+      {"K", 1024.0},
+      {"KIB", 1024.0},
+      {"KB", 1e3},
+      {"M", 1048576.0},
+      {"MIB", 1048576.0},
+      {"MB", 1e6},
+      {"G", 1073741824.0},
+      {"GIB", 1073741824.0},
+      {"GB", 1e9},
+      {"T", 1099511627776.0},
+      {"TIB", 1099511627776.0},
+      {"TB", 1e12},
   };
   for (const Unit& u : kUnits) {
     if (EqualsIgnoreCase(unit, u.name)) return u.multiplier;
@@ -78,7 +88,8 @@ Result<double> ParseByteRate(std::string_view text) {
   std::string_view s = Trim(text);
   if (s.size() > 2 && EqualsIgnoreCase(s.substr(s.size() - 2), "/s")) s.remove_suffix(2);
   HOIST_ASSIGN_OR_RETURN(double rate, ParseScaled(s));
-  if (!(rate > 0)) return Status::InvalidArgument("rate must be positive: '" + std::string(text) + "'");
+  if (!(rate > 0))
+    return Status::InvalidArgument("rate must be positive: '" + std::string(text) + "'");
   return rate;
 }
 

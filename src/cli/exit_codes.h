@@ -20,12 +20,18 @@ enum ExitCode : int {
 
 inline int ExitCodeFor(const Status& status) {
   switch (status.code()) {
-    case Code::kOk: return kExitOk;
-    case Code::kInvalidModel: return kExitInvalidModel;
-    case Code::kStalled: return kExitStalled;
-    case Code::kDeviceError: return kExitDeviceError;
-    case Code::kVerifyMismatch: return kExitVerifyMismatch;
-    default: return kExitFailure;
+    case Code::kOk:
+      return kExitOk;
+    case Code::kInvalidModel:
+      return kExitInvalidModel;
+    case Code::kStalled:
+      return kExitStalled;
+    case Code::kDeviceError:
+      return kExitDeviceError;
+    case Code::kVerifyMismatch:
+      return kExitVerifyMismatch;
+    default:
+      return kExitFailure;
   }
 }
 

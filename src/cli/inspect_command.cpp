@@ -29,7 +29,8 @@ Runner RegisterInspect(CLI::App& app) {
     if (!dir.ok()) {
       return ReportFailure(dir.status());
     }
-    for (const std::string& w : dir->warnings) std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
+    for (const std::string& w : dir->warnings)
+      std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
     if (options->json) {
       std::cout << DumpJson(DirectoryToJson(dir.value())) << "\n";
     } else {

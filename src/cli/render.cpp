@@ -66,8 +66,7 @@ std::string DirectoryToText(const TensorDirectory& dir) {
     for (const TensorEntry& t : dir.tensors) {
       os << "  " << t.name << std::string(name_width - t.name.size(), ' ');
       std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu\n", t.dtype.c_str(),
-                    ShapeText(t.shape).c_str(), t.file,
-                    static_cast<unsigned long long>(t.offset),
+                    ShapeText(t.shape).c_str(), t.file, static_cast<unsigned long long>(t.offset),
                     static_cast<unsigned long long>(t.nbytes));
       os << line;
     }
@@ -82,8 +81,7 @@ std::string DirectoryToText(const TensorDirectory& dir) {
   for (const auto& [dtype, cb] : by_dtype) {
     os << "  " << dtype << ": " << cb.first << " tensors, " << FormatBytes(cb.second) << "\n";
   }
-  os << "total     " << FormatBytes(dir.total_bytes()) << " (" << dir.total_bytes()
-     << " bytes)\n";
+  os << "total     " << FormatBytes(dir.total_bytes()) << " (" << dir.total_bytes() << " bytes)\n";
   for (const std::string& w : dir.warnings) os << "warning: " << w << "\n";
   return os.str();
 }

@@ -16,10 +16,14 @@ class EngineHandle final : public CopyHandle {
       : keep_(std::move(keep)), state_(state), error_(error) {}
   Result<bool> Poll() override {
     switch (state_->load(std::memory_order_acquire)) {
-      case 0: return false;
-      case 1: return true;
-      case 2: return *error_;
-      default: return Status::DeviceError("copy abandoned after the device stalled");
+      case 0:
+        return false;
+      case 1:
+        return true;
+      case 2:
+        return *error_;
+      default:
+        return Status::DeviceError("copy abandoned after the device stalled");
     }
   }
 
@@ -82,7 +86,9 @@ void CopyEngine::Run() {
     lock.lock();
     --running_;
     switch (result.outcome) {
-      case JobOutcome::kDone: p->state.store(1, std::memory_order_release); break;
+      case JobOutcome::kDone:
+        p->state.store(1, std::memory_order_release);
+        break;
       case JobOutcome::kFailed:
         p->error = std::move(result.error);
         p->state.store(2, std::memory_order_release);

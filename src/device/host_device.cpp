@@ -19,12 +19,16 @@ class HostDevice final : public Device {
   }
   int queues() const override { return workers_; }
 
-  Result<void*> AllocateDevice(uint64_t bytes) override { return AllocateHostMemory(bytes, "host"); }
+  Result<void*> AllocateDevice(uint64_t bytes) override {
+    return AllocateHostMemory(bytes, "host");
+  }
   Status FreeDevice(void* ptr) override {
     FreeHostMemory(ptr);
     return Status::Ok();
   }
-  Result<void*> AllocatePinned(uint64_t bytes) override { return AllocateHostMemory(bytes, "host"); }
+  Result<void*> AllocatePinned(uint64_t bytes) override {
+    return AllocateHostMemory(bytes, "host");
+  }
   Status FreePinned(void* ptr) override {
     FreeHostMemory(ptr);
     return Status::Ok();
@@ -56,6 +60,8 @@ class HostDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> MakeHostDevice(int workers) { return std::make_unique<HostDevice>(workers); }
+std::unique_ptr<Device> MakeHostDevice(int workers) {
+  return std::make_unique<HostDevice>(workers);
+}
 
 }  // namespace hoist

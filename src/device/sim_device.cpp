@@ -85,7 +85,8 @@ class SimDevice final : public Device {
   Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
                                                         int /*queue*/) override {
     const bool pinned = IsPinned(src, n);
-    return engine_.Submit([this, dst, src, n, pinned]() -> JobResult { return Transfer(dst, src, n, pinned); });
+    return engine_.Submit(
+        [this, dst, src, n, pinned]() -> JobResult { return Transfer(dst, src, n, pinned); });
   }
 
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
@@ -121,9 +122,8 @@ class SimDevice final : public Device {
       }
       if (before + n > options_.fail_copy_after) {
         return {JobOutcome::kFailed,
-                Status::DeviceError("sim: copy of " + std::to_string(n) +
-                                    " bytes failed after " + std::to_string(before) +
-                                    " bytes (fail_copy_after)")};
+                Status::DeviceError("sim: copy of " + std::to_string(n) + " bytes failed after " +
+                                    std::to_string(before) + " bytes (fail_copy_after)")};
       }
       copied_ += n;
       const auto duration = std::chrono::microseconds(options_.latency_us) +

@@ -7,6 +7,8 @@ namespace {
 
 // Block geometry from ggml-common.h (QK_K = 256). Ids 4, 5, 31-33 and 36-38 were removed
 // upstream; files that use them are rejected as llama.cpp rejects them.
+// One type per line, as ggml lists them.
+// clang-format off
 constexpr std::array<GgmlType, 35> kGgmlTypes = {{
     {0, "F32", 1, 4},
     {1, "F16", 1, 2},
@@ -44,12 +46,13 @@ constexpr std::array<GgmlType, 35> kGgmlTypes = {{
     {41, "Q1_0", 128, 18},
     {42, "Q2_0", 64, 18},
 }};
+// clang-format on
 
 constexpr std::array<SafetensorsDtype, 20> kSafetensorsDtypes = {{
-    {"BOOL", 8},    {"U8", 8},      {"I8", 8},       {"F8_E5M2", 8},  {"F8_E4M3", 8},
-    {"F8_E8M0", 8}, {"F4", 4},      {"F6_E2M3", 6},  {"F6_E3M2", 6},  {"I16", 16},
-    {"U16", 16},    {"F16", 16},    {"BF16", 16},    {"I32", 32},     {"U32", 32},
-    {"F32", 32},    {"F64", 64},    {"I64", 64},     {"U64", 64},     {"C64", 64},
+    {"BOOL", 8},    {"U8", 8},   {"I8", 8},      {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8}, {"F4", 4},   {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16},
+    {"U16", 16},    {"F16", 16}, {"BF16", 16},   {"I32", 32},    {"U32", 32},
+    {"F32", 32},    {"F64", 64}, {"I64", 64},    {"U64", 64},    {"C64", 64},
 }};
 
 }  // namespace

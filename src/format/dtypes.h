@@ -10,10 +10,10 @@
 namespace hoist {
 
 struct GgmlType {
-  uint32_t id;             // the value stored in a GGUF tensor info
-  std::string_view name;   // upper case, as hoist reports it: "F32", "Q4_K", "IQ2_XXS"
-  uint32_t block_size;     // elements per block
-  uint32_t block_bytes;    // bytes per block
+  uint32_t id;            // the value stored in a GGUF tensor info
+  std::string_view name;  // upper case, as hoist reports it: "F32", "Q4_K", "IQ2_XXS"
+  uint32_t block_size;    // elements per block
+  uint32_t block_bytes;   // bytes per block
 };
 
 // Every ggml type current in llama.cpp; ids that were removed upstream are absent.

@@ -15,9 +15,9 @@ namespace {
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 
 const char* ValueTypeName(uint32_t type) {
-  static constexpr const char* kNames[] = {"UINT8", "INT8",   "UINT16", "INT16", "UINT32",
-                                           "INT32", "FLOAT32", "BOOL",  "STRING", "ARRAY",
-                                           "UINT64", "INT64", "FLOAT64"};
+  static constexpr const char* kNames[] = {"UINT8",  "INT8",    "UINT16", "INT16",  "UINT32",
+                                           "INT32",  "FLOAT32", "BOOL",   "STRING", "ARRAY",
+                                           "UINT64", "INT64",   "FLOAT64"};
   return type < 13 ? kNames[type] : "UNKNOWN";
 }
 
@@ -26,17 +26,22 @@ uint64_t MinValueBytes(uint32_t type) {
   switch (static_cast<GgufValueType>(type)) {
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
-    case GgufValueType::kBool: return 1;
+    case GgufValueType::kBool:
+      return 1;
     case GgufValueType::kUint16:
-    case GgufValueType::kInt16: return 2;
+    case GgufValueType::kInt16:
+      return 2;
     case GgufValueType::kUint32:
     case GgufValueType::kInt32:
-    case GgufValueType::kFloat32: return 4;
+    case GgufValueType::kFloat32:
+      return 4;
     case GgufValueType::kUint64:
     case GgufValueType::kInt64:
     case GgufValueType::kFloat64:
-    case GgufValueType::kString: return 8;
-    case GgufValueType::kArray: return 12;
+    case GgufValueType::kString:
+      return 8;
+    case GgufValueType::kArray:
+      return 12;
   }
   return 0;
 }
@@ -66,15 +71,15 @@ class GgufParser {
       for (char& c : text) {
         if (c != 0 && (c < 32 || c > 126)) c = '?';
       }
-      return in_.Invalid(0, std::string("not a GGUF file: magic is '") + text +
-                                "', expected 'GGUF'");
+      return in_.Invalid(0,
+                         std::string("not a GGUF file: magic is '") + text + "', expected 'GGUF'");
     }
     HOIST_RETURN_IF_ERROR(in_.ReadScalar(&dir_.version, "the GGUF version"));
     if (dir_.version != 2 && dir_.version != 3) {
       const uint32_t swapped = __builtin_bswap32(dir_.version);
       if (swapped >= 1 && swapped <= 3) {
-        return in_.Invalid(4, "GGUF version " + std::to_string(dir_.version) +
-                                  " is version " + std::to_string(swapped) +
+        return in_.Invalid(4, "GGUF version " + std::to_string(dir_.version) + " is version " +
+                                  std::to_string(swapped) +
                                   " byte-swapped: the file is big-endian, which hoist does not "
                                   "read");
       }
@@ -124,16 +129,26 @@ class GgufParser {
   Status ReadValue(uint32_t type, int depth, nlohmann::json* out, std::string* element_type,
                    uint64_t* count) {
     switch (static_cast<GgufValueType>(type)) {
-      case GgufValueType::kUint8: return ReadNumber<uint8_t>(out);
-      case GgufValueType::kInt8: return ReadNumber<int8_t>(out);
-      case GgufValueType::kUint16: return ReadNumber<uint16_t>(out);
-      case GgufValueType::kInt16: return ReadNumber<int16_t>(out);
-      case GgufValueType::kUint32: return ReadNumber<uint32_t>(out);
-      case GgufValueType::kInt32: return ReadNumber<int32_t>(out);
-      case GgufValueType::kFloat32: return ReadNumber<float>(out);
-      case GgufValueType::kUint64: return ReadNumber<uint64_t>(out);
-      case GgufValueType::kInt64: return ReadNumber<int64_t>(out);
-      case GgufValueType::kFloat64: return ReadNumber<double>(out);
+      case GgufValueType::kUint8:
+        return ReadNumber<uint8_t>(out);
+      case GgufValueType::kInt8:
+        return ReadNumber<int8_t>(out);
+      case GgufValueType::kUint16:
+        return ReadNumber<uint16_t>(out);
+      case GgufValueType::kInt16:
+        return ReadNumber<int16_t>(out);
+      case GgufValueType::kUint32:
+        return ReadNumber<uint32_t>(out);
+      case GgufValueType::kInt32:
+        return ReadNumber<int32_t>(out);
+      case GgufValueType::kFloat32:
+        return ReadNumber<float>(out);
+      case GgufValueType::kUint64:
+        return ReadNumber<uint64_t>(out);
+      case GgufValueType::kInt64:
+        return ReadNumber<int64_t>(out);
+      case GgufValueType::kFloat64:
+        return ReadNumber<double>(out);
       case GgufValueType::kBool: {
         const uint64_t at = in_.position();
         uint8_t v = 0;
@@ -151,8 +166,8 @@ class GgufParser {
       case GgufValueType::kArray: {
         const uint64_t at = in_.position();
         if (depth >= kGgufMaxArrayNesting) {
-          return in_.Invalid(at, "arrays nested deeper than " +
-                                     std::to_string(kGgufMaxArrayNesting) + " levels");
+          return in_.Invalid(
+              at, "arrays nested deeper than " + std::to_string(kGgufMaxArrayNesting) + " levels");
         }
         uint32_t elem = 0;
         uint64_t n = 0;
@@ -163,8 +178,8 @@ class GgufParser {
           return in_.Invalid(at, "unknown array element type " + std::to_string(elem));
         }
         if (n > in_.remaining() / min_bytes) {
-          return in_.Invalid(at + 4, "array length " + std::to_string(n) +
-                                         " cannot fit in the " + std::to_string(in_.remaining()) +
+          return in_.Invalid(at + 4, "array length " + std::to_string(n) + " cannot fit in the " +
+                                         std::to_string(in_.remaining()) +
                                          " bytes left in the file");
         }
         if (element_type != nullptr) *element_type = ValueTypeName(elem);
@@ -243,7 +258,7 @@ class GgufParser {
         HOIST_RETURN_IF_ERROR(in_.ReadScalar(&ne[d], "a tensor's dimensions"));
         if (ne[d] > static_cast<uint64_t>(INT64_MAX)) {
           return in_.Invalid(dims_at + 4 + uint64_t{8} * d, "tensor '" + t.name + "' dimension " +
-                                                      std::to_string(d) + " is negative");
+                                                                std::to_string(d) + " is negative");
         }
       }
       const uint64_t type_at = in_.position();
@@ -251,8 +266,8 @@ class GgufParser {
       HOIST_RETURN_IF_ERROR(in_.ReadScalar(&type_id, "a tensor's type"));
       const GgmlType* type = FindGgmlType(type_id);
       if (type == nullptr) {
-        return in_.Invalid(type_at, "tensor '" + t.name + "' has unknown ggml type " +
-                                        std::to_string(type_id));
+        return in_.Invalid(
+            type_at, "tensor '" + t.name + "' has unknown ggml type " + std::to_string(type_id));
       }
       const uint64_t offset_at = in_.position();
       uint64_t relative = 0;
@@ -265,10 +280,9 @@ class GgufParser {
       }
       t.nbytes = nbytes.value();
       if (relative % alignment_ != 0) {
-        return in_.Invalid(offset_at, "tensor '" + t.name + "' data offset " +
-                                          std::to_string(relative) +
-                                          " is not a multiple of the alignment " +
-                                          std::to_string(alignment_));
+        return in_.Invalid(offset_at,
+                           "tensor '" + t.name + "' data offset " + std::to_string(relative) +
+                               " is not a multiple of the alignment " + std::to_string(alignment_));
       }
       t.offset = relative;  // made absolute in PlaceTensors
       offset_fields_.push_back(offset_at);
@@ -296,9 +310,8 @@ class GgufParser {
     }
     std::vector<size_t> order(dir_.tensors.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return dir_.tensors[a].offset < dir_.tensors[b].offset;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return dir_.tensors[a].offset < dir_.tensors[b].offset; });
     for (size_t i = 1; i < order.size(); ++i) {
       const TensorEntry& prev = dir_.tensors[order[i - 1]];
       const TensorEntry& cur = dir_.tensors[order[i]];

@@ -4,8 +4,8 @@
 
 #include "base/units.h"
 #include "format/dtypes.h"
-#include "format/writer_common.h"
 #include "format/gguf.h"
+#include "format/writer_common.h"
 
 namespace hoist {
 namespace {
@@ -28,9 +28,9 @@ class ByteWriter {
 };
 
 Result<uint32_t> TypeId(const std::string& name) {
-  static constexpr const char* kNames[] = {"UINT8", "INT8",   "UINT16", "INT16", "UINT32",
-                                           "INT32", "FLOAT32", "BOOL",  "STRING", "ARRAY",
-                                           "UINT64", "INT64", "FLOAT64"};
+  static constexpr const char* kNames[] = {"UINT8",  "INT8",    "UINT16", "INT16",  "UINT32",
+                                           "INT32",  "FLOAT32", "BOOL",   "STRING", "ARRAY",
+                                           "UINT64", "INT64",   "FLOAT64"};
   for (uint32_t i = 0; i < 13; ++i) {
     if (name == kNames[i]) return i;
   }
@@ -40,18 +40,42 @@ Result<uint32_t> TypeId(const std::string& name) {
 Status PutValue(ByteWriter& w, uint32_t type, const std::string& element_type,
                 const nlohmann::json& value) {
   switch (static_cast<GgufValueType>(type)) {
-    case GgufValueType::kUint8: w.Put(value.get<uint8_t>()); break;
-    case GgufValueType::kInt8: w.Put(value.get<int8_t>()); break;
-    case GgufValueType::kUint16: w.Put(value.get<uint16_t>()); break;
-    case GgufValueType::kInt16: w.Put(value.get<int16_t>()); break;
-    case GgufValueType::kUint32: w.Put(value.get<uint32_t>()); break;
-    case GgufValueType::kInt32: w.Put(value.get<int32_t>()); break;
-    case GgufValueType::kFloat32: w.Put(value.get<float>()); break;
-    case GgufValueType::kUint64: w.Put(value.get<uint64_t>()); break;
-    case GgufValueType::kInt64: w.Put(value.get<int64_t>()); break;
-    case GgufValueType::kFloat64: w.Put(value.get<double>()); break;
-    case GgufValueType::kBool: w.Put<uint8_t>(value.get<bool>() ? 1 : 0); break;
-    case GgufValueType::kString: w.PutString(value.get<std::string>()); break;
+    case GgufValueType::kUint8:
+      w.Put(value.get<uint8_t>());
+      break;
+    case GgufValueType::kInt8:
+      w.Put(value.get<int8_t>());
+      break;
+    case GgufValueType::kUint16:
+      w.Put(value.get<uint16_t>());
+      break;
+    case GgufValueType::kInt16:
+      w.Put(value.get<int16_t>());
+      break;
+    case GgufValueType::kUint32:
+      w.Put(value.get<uint32_t>());
+      break;
+    case GgufValueType::kInt32:
+      w.Put(value.get<int32_t>());
+      break;
+    case GgufValueType::kFloat32:
+      w.Put(value.get<float>());
+      break;
+    case GgufValueType::kUint64:
+      w.Put(value.get<uint64_t>());
+      break;
+    case GgufValueType::kInt64:
+      w.Put(value.get<int64_t>());
+      break;
+    case GgufValueType::kFloat64:
+      w.Put(value.get<double>());
+      break;
+    case GgufValueType::kBool:
+      w.Put<uint8_t>(value.get<bool>() ? 1 : 0);
+      break;
+    case GgufValueType::kString:
+      w.PutString(value.get<std::string>());
+      break;
     case GgufValueType::kArray: {
       HOIST_ASSIGN_OR_RETURN(uint32_t elem, TypeId(element_type));
       if (elem == static_cast<uint32_t>(GgufValueType::kArray)) {

@@ -7,9 +7,8 @@ namespace hoist {
 
 Status HeaderCursor::Read(void* dst, uint64_t n, const char* what) {
   if (n > remaining()) {
-    return Invalid(position_, std::string("file ends inside ") + what + " (" +
-                                  std::to_string(n) + " bytes needed, " +
-                                  std::to_string(remaining()) + " left)");
+    return Invalid(position_, std::string("file ends inside ") + what + " (" + std::to_string(n) +
+                                  " bytes needed, " + std::to_string(remaining()) + " left)");
   }
   auto* out = static_cast<unsigned char*>(dst);
   while (n > 0) {

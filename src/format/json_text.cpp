@@ -114,9 +114,9 @@ Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string
     return Status::InvalidModel(path, base_offset + bad, "JSON is not valid UTF-8");
   }
   if (size_t deep = FindExcessNesting(text, kMaxJsonDepth); deep != std::string::npos) {
-    return Status::InvalidModel(path, base_offset + deep,
-                                "JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                                    " levels");
+    return Status::InvalidModel(
+        path, base_offset + deep,
+        "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
   DuplicateKeyFinder finder;
   nlohmann::json root;
@@ -127,7 +127,8 @@ Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string
     return Status::InvalidModel(path, base_offset + (e.byte > 0 ? e.byte - 1 : 0),
                                 "JSON is malformed: " + ShortJsonError(e.what()));
   } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidModel(path, base_offset, "JSON is malformed: " + ShortJsonError(e.what()));
+    return Status::InvalidModel(path, base_offset,
+                                "JSON is malformed: " + ShortJsonError(e.what()));
   }
   if (finder.duplicate) {
     const std::string quoted = "\"" + *finder.duplicate + "\"";

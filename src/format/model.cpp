@@ -22,7 +22,8 @@ namespace {
 constexpr uint64_t kMaxIndexBytes = 100'000'000;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Result<TensorDirectory> ReadOneFile(const std::string& path) {
@@ -43,9 +44,9 @@ Status Merge(TensorDirectory& whole, TensorDirectory part,
     t.file += base;
     auto [it, inserted] = owner.emplace(t.name, t.file);
     if (!inserted) {
-      return Status::InvalidModel(whole.files[t.file].path, t.offset,
-                                  "tensor '" + t.name + "' is also in " +
-                                      whole.files[it->second].path);
+      return Status::InvalidModel(
+          whole.files[t.file].path, t.offset,
+          "tensor '" + t.name + "' is also in " + whole.files[it->second].path);
     }
     whole.tensors.push_back(std::move(t));
   }
@@ -57,25 +58,27 @@ Status Merge(TensorDirectory& whole, TensorDirectory part,
 Result<std::string> ResolveShard(const fs::path& dir, const std::string& name,
                                  const std::string& index_path, uint64_t at) {
   const bool plain = !name.empty() && name != "." && name != ".." &&
-                     name.find('/') == std::string::npos &&
-                     name.find('\\') == std::string::npos && name.find(':') == std::string::npos &&
-                     name.find('\0') == std::string::npos;
+                     name.find('/') == std::string::npos && name.find('\\') == std::string::npos &&
+                     name.find(':') == std::string::npos && name.find('\0') == std::string::npos;
   if (!plain) {
-    return Status::InvalidModel(index_path, at,
-                                "shard name '" + name +
-                                    "' is not a plain file name inside the model's directory");
+    return Status::InvalidModel(
+        index_path, at,
+        "shard name '" + name + "' is not a plain file name inside the model's directory");
   }
   const fs::path candidate = dir / name;
   std::error_code ec;
   const fs::path real_dir = fs::canonical(dir, ec);
   if (ec) return Status::IoError(dir.generic_string() + ": cannot resolve: " + ec.message());
   const fs::path real = fs::canonical(candidate, ec);
-  if (ec) return Status::NotFound(candidate.generic_string() + ": shard named in " + index_path +
-                                  " cannot be opened: " + ec.message());
+  if (ec)
+    return Status::NotFound(candidate.generic_string() + ": shard named in " + index_path +
+                            " cannot be opened: " + ec.message());
   if (real.parent_path() != real_dir) {
     return Status::InvalidModel(index_path, at,
-                                "shard '" + name + "' is a link that leads outside the model's "
-                                "directory (to " + real.generic_string() + ")");
+                                "shard '" + name +
+                                    "' is a link that leads outside the model's "
+                                    "directory (to " +
+                                    real.generic_string() + ")");
   }
   return candidate.generic_string();
 }
@@ -117,7 +120,8 @@ Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
   whole.format = "safetensors";
   std::unordered_map<std::string, uint32_t> owner;
   for (const std::string& name : shards) {
-    HOIST_ASSIGN_OR_RETURN(std::string path, ResolveShard(dir, name, index_path, position_of(name)));
+    HOIST_ASSIGN_OR_RETURN(std::string path,
+                           ResolveShard(dir, name, index_path, position_of(name)));
     HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(path));
     if (part.format != "safetensors") {
       return Status::InvalidModel(path, 0, "shard named in a safetensors index is not safetensors");
@@ -126,8 +130,8 @@ Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
     for (const TensorEntry& t : part.tensors) {
       auto it = expected.find(t.name);
       if (it == expected.end()) {
-        whole.warnings.push_back(path + ": tensor '" + t.name + "' is not listed in " +
-                                 index_path + "; loaded anyway");
+        whole.warnings.push_back(path + ": tensor '" + t.name + "' is not listed in " + index_path +
+                                 "; loaded anyway");
       } else if (it->second != name) {
         return Status::InvalidModel(path, t.offset,
                                     "tensor '" + t.name + "' is listed in " + index_path +
@@ -138,9 +142,9 @@ Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
   }
   for (const auto& [tensor, shard] : expected) {
     if (owner.find(tensor) == owner.end()) {
-      return Status::InvalidModel(index_path, position_of(tensor),
-                                  "tensor '" + tensor + "' is listed for shard '" + shard +
-                                      "', which does not hold it");
+      return Status::InvalidModel(
+          index_path, position_of(tensor),
+          "tensor '" + tensor + "' is listed for shard '" + shard + "', which does not hold it");
     }
   }
   if (root.contains("metadata") && root["metadata"].is_object()) {
@@ -250,7 +254,8 @@ Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
     return OpenGgufSplits(gguf[0], split);
   }
   if (gguf.empty()) {
-    return Status::NotFound(dir.generic_string() + ": no .safetensors or .gguf files in the directory");
+    return Status::NotFound(dir.generic_string() +
+                            ": no .safetensors or .gguf files in the directory");
   }
   return Status::InvalidArgument(dir.generic_string() + ": holds " + std::to_string(gguf.size()) +
                                  " GGUF files that are not one split set; name one");

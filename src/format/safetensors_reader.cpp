@@ -32,8 +32,8 @@ class SafetensorsParser {
     }
     if (header_bytes > in_.remaining()) {
       return in_.Invalid(0, "header length " + std::to_string(header_bytes) +
-                                " runs past the end of the file (" +
-                                std::to_string(file_.size()) + " bytes)");
+                                " runs past the end of the file (" + std::to_string(file_.size()) +
+                                " bytes)");
     }
     data_start_ = 8 + header_bytes;
     std::string header(header_bytes, '\0');
@@ -112,8 +112,8 @@ class SafetensorsParser {
     if (!nbytes.ok()) return in_.Invalid(8, where + ": " + nbytes.status().message());
     if (nbytes.value() != range[1] - range[0]) {
       return in_.Invalid(8, where + " is " + std::to_string(range[1] - range[0]) +
-                                " bytes by its data_offsets but " +
-                                std::to_string(nbytes.value()) + " by its dtype and shape");
+                                " bytes by its data_offsets but " + std::to_string(nbytes.value()) +
+                                " by its dtype and shape");
     }
     t.nbytes = nbytes.value();
     t.offset = range[0];  // relative until CheckLayout
@@ -124,10 +124,10 @@ class SafetensorsParser {
   // Ranges sorted by offset start at 0 and touch end to end up to the end of the file.
   Status CheckLayout() {
     auto& tensors = dir_.tensors;
-    std::stable_sort(tensors.begin(), tensors.end(), [](const TensorEntry& a,
-                                                        const TensorEntry& b) {
-      return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
-    });
+    std::stable_sort(tensors.begin(), tensors.end(),
+                     [](const TensorEntry& a, const TensorEntry& b) {
+                       return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
+                     });
     uint64_t expected = 0;
     for (const TensorEntry& t : tensors) {
       if (t.offset != expected) {
@@ -143,8 +143,7 @@ class SafetensorsParser {
     if (expected != data_bytes) {
       return in_.Invalid(data_start_ + std::min(expected, data_bytes),
                          "tensor data ends at data offset " + std::to_string(expected) +
-                             " but the file holds " + std::to_string(data_bytes) +
-                             " data bytes");
+                             " but the file holds " + std::to_string(data_bytes) + " data bytes");
     }
     for (TensorEntry& t : tensors) t.offset += data_start_;
     return Status::Ok();

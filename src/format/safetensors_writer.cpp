@@ -22,9 +22,8 @@ Result<TensorDirectory> WriteSafetensors(const std::string& path,
   uint64_t offset = 0;
   for (const SafetensorsTensorSpec& spec : tensors) {
     HOIST_ASSIGN_OR_RETURN(uint64_t nbytes, SafetensorsTensorBytes(spec.dtype, spec.shape));
-    header[spec.name] = {{"dtype", spec.dtype},
-                         {"shape", spec.shape},
-                         {"data_offsets", {offset, offset + nbytes}}};
+    header[spec.name] = {
+        {"dtype", spec.dtype}, {"shape", spec.shape}, {"data_offsets", {offset, offset + nbytes}}};
     dir.tensors.push_back({spec.name, spec.dtype, spec.shape, 0, offset, nbytes});
     offset += nbytes;
   }

@@ -137,11 +137,13 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
         meta.push_back({"split.tensors.count", "INT32", "", 1, layout.size()});
       }
       std::vector<GgufTensorSpec> specs;
-      for (size_t i = first; i < end; ++i) specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape, 0});
+      for (size_t i = first; i < end; ++i)
+        specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape, 0});
       part = WriteGguf(file, meta, specs, fill);
     } else {
       std::vector<SafetensorsTensorSpec> specs;
-      for (size_t i = first; i < end; ++i) specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape});
+      for (size_t i = first; i < end; ++i)
+        specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape});
       part = WriteSafetensors(file, {{"format", "pt"}}, specs, fill);
       for (size_t i = first; i < end; ++i) {
         weight_map[layout[i].name] = std::filesystem::path(file).filename().string();

@@ -32,7 +32,8 @@ Status File::ReadAtLeast(uint64_t offset, void* dst, size_t need, size_t ask) {
     }
     // A direct read must go on at an aligned offset.
     if (direct() && got.bytes % direct_alignment() != 0 && done + got.bytes < need) {
-      return Status::IoError(path() + ": short direct read at byte " + std::to_string(offset + done));
+      return Status::IoError(path() + ": short direct read at byte " +
+                             std::to_string(offset + done));
     }
     done += got.bytes;
   }

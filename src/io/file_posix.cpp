@@ -48,12 +48,18 @@ class PosixFile final : public File {
 #if defined(POSIX_FADV_SEQUENTIAL)
     int advice = POSIX_FADV_NORMAL;
     switch (hint) {
-      case AccessHint::kSequential: advice = POSIX_FADV_SEQUENTIAL; break;
-      case AccessHint::kWillNeed: advice = POSIX_FADV_WILLNEED; break;
-      case AccessHint::kDropCache: advice = POSIX_FADV_DONTNEED; break;
+      case AccessHint::kSequential:
+        advice = POSIX_FADV_SEQUENTIAL;
+        break;
+      case AccessHint::kWillNeed:
+        advice = POSIX_FADV_WILLNEED;
+        break;
+      case AccessHint::kDropCache:
+        advice = POSIX_FADV_DONTNEED;
+        break;
     }
-    const int rc = ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
-                                   advice);
+    const int rc =
+        ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(length), advice);
     if (rc != 0) return ErrnoStatus(rc, "posix_fadvise failed", path_, offset);
 #else
     (void)hint;

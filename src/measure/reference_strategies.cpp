@@ -84,8 +84,8 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
         copies[b].reset();
         if (!status.ok()) break;
       }
-      auto read = files[t.file]->ReadCovering(t.offset + done,
-                                              static_cast<unsigned char*>(buffers[b]), n);
+      auto read =
+          files[t.file]->ReadCovering(t.offset + done, static_cast<unsigned char*>(buffers[b]), n);
       if (!read.ok()) {
         status = read.status();
         break;

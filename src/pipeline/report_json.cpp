@@ -15,7 +15,8 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
   j["read_bytes"] = r.read_bytes;
   j["wall_s"] = wall;
   j["gbps"] = wall > 0 ? static_cast<double>(r.tensor_bytes) / wall / 1e9 : 0.0;
-  j["stream_gbps"] = r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream / 1e9 : 0.0;
+  j["stream_gbps"] =
+      r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream / 1e9 : 0.0;
   j["time_to_first_byte_s"] = r.phases.open_parse + r.phases.plan + r.phases.allocate;
   j["process_wall_s"] = wall + r.phases.device_open;
   j["phases"] = {{"open_parse_s", r.phases.open_parse},

@@ -61,7 +61,8 @@ Result<LoadPlan> PlanLoad(const TensorDirectory& dir, const std::vector<bool>& s
         done += length;
       }
     }
-    for (size_t c = first_chunk; c < plan.chunks.size(); ++c) plan.read_bytes += plan.chunks[c].length;
+    for (size_t c = first_chunk; c < plan.chunks.size(); ++c)
+      plan.read_bytes += plan.chunks[c].length;
     i = j;
   }
   return plan;

@@ -17,9 +17,9 @@ inline constexpr uint64_t kCoalesceGap = 4096;
 
 // The part of a chunk that belongs to one tensor.
 struct Segment {
-  uint32_t tensor = 0;          // index into TensorDirectory::tensors
-  uint64_t chunk_offset = 0;    // where the segment starts inside the chunk
-  uint64_t tensor_offset = 0;   // where it starts inside the tensor
+  uint32_t tensor = 0;         // index into TensorDirectory::tensors
+  uint64_t chunk_offset = 0;   // where the segment starts inside the chunk
+  uint64_t tensor_offset = 0;  // where it starts inside the tensor
   uint64_t length = 0;
 };
 
@@ -32,12 +32,12 @@ struct Chunk {
 };
 
 struct LoadPlan {
-  std::vector<uint32_t> tensors;       // the tensors loaded, in directory order
+  std::vector<uint32_t> tensors;        // the tensors loaded, in directory order
   std::vector<uint64_t> device_offset;  // per directory tensor: offset in the allocation
-  uint64_t allocation_bytes = 0;       // one allocation per device, each tensor 256-aligned
-  std::vector<Chunk> chunks;           // in (file, offset) order
-  uint64_t tensor_bytes = 0;           // sum of the loaded tensors' sizes
-  uint64_t read_bytes = 0;             // sum of chunk lengths (tensor bytes plus small gaps)
+  uint64_t allocation_bytes = 0;        // one allocation per device, each tensor 256-aligned
+  std::vector<Chunk> chunks;            // in (file, offset) order
+  uint64_t tensor_bytes = 0;            // sum of the loaded tensors' sizes
+  uint64_t read_bytes = 0;              // sum of chunk lengths (tensor bytes plus small gaps)
   uint64_t largest_tensor = 0;
 };
 

@@ -70,10 +70,11 @@ TEST(CApiTest, LoadIntoCallerBuffers) {
   hoist_load_options options;
   hoist_load_options_init(&options);
   options.device = "host";
-  hoist::Loaded loaded = model.load_into(options, [&](size_t i, const hoist_tensor_info& t) -> void* {
-    buffers[i].resize(t.nbytes);
-    return buffers[i].data();
-  });
+  hoist::Loaded loaded =
+      model.load_into(options, [&](size_t i, const hoist_tensor_info& t) -> void* {
+        buffers[i].resize(t.nbytes);
+        return buffers[i].data();
+      });
   EXPECT_EQ(loaded.tensor(0), buffers[0].data());
   EXPECT_EQ(loaded.verify(), 0u);
   const size_t first = model.find("1");

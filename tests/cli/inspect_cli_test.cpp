@@ -65,8 +65,9 @@ TEST(InspectCliTest, InvalidModelExitsTwoWithOneLine) {
   testing::WriteBytes(dir.File("v1.gguf"), b.data);
   auto result = RunHoist({"inspect", dir.File("v1.gguf")});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_EQ(result.err, "hoist: " + dir.File("v1.gguf") +
-                            ": GGUF version 1 is not supported (only versions 2 and 3) at byte 4\n");
+  EXPECT_EQ(result.err,
+            "hoist: " + dir.File("v1.gguf") +
+                ": GGUF version 1 is not supported (only versions 2 and 3) at byte 4\n");
   EXPECT_EQ(result.out, "");
 }
 

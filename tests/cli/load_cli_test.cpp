@@ -1,16 +1,16 @@
 #include <gtest/gtest.h>
 #ifndef _WIN32
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 #endif
 
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <span>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <thread>
 
 #include "base/checksum.h"
@@ -40,12 +40,14 @@ TEST_F(LoadCliTest, JsonSummaryWithChecksumsMatchesTheReference) {
   std::ifstream in(testing::CorpusDir() + "/reference.json");
   const nlohmann::json reference = nlohmann::json::parse(in);
   const std::string relative = "gguf/llama-2-tiny-random.gguf";
-  auto r = RunHoist({"load", testing::CorpusDir() + "/" + relative, "--device", "sim", "--checksum", "--json"});
+  auto r = RunHoist(
+      {"load", testing::CorpusDir() + "/" + relative, "--device", "sim", "--checksum", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["device"], "sim");
   EXPECT_EQ(j["tensor_count"], 12);
-  for (const char* key : {"bytes", "wall_s", "gbps", "phases", "staging", "peak_rss_bytes", "fallbacks"}) {
+  for (const char* key :
+       {"bytes", "wall_s", "gbps", "phases", "staging", "peak_rss_bytes", "fallbacks"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   for (const char* phase : {"open_parse_s", "plan_s", "allocate_s", "stream_s", "teardown_s"}) {
@@ -87,10 +89,12 @@ TEST_F(LoadCliTest, VerifyPassesAndCatchesCorruption) {
 
 TEST_F(LoadCliTest, StallExitsThreeWithinTheTimeoutNamingTheStage) {
   const auto start = Clock::now();
-  auto r = RunHoist({"load", model_, "--device", "sim:stall_after=2MiB", "--stall-timeout", "1", "--quiet"});
+  auto r = RunHoist(
+      {"load", model_, "--device", "sim:stall_after=2MiB", "--stall-timeout", "1", "--quiet"});
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_NE(r.err.find("device copy stage on sim: chunk " + model_ + " at byte"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("device copy stage on sim: chunk " + model_ + " at byte"), std::string::npos)
+      << r.err;
   EXPECT_LT(s, testing::TimeBound(1 + 2.0));
 }
 
@@ -101,7 +105,8 @@ TEST_F(LoadCliTest, DeviceCopyFailureExitsFour) {
 }
 
 TEST_F(LoadCliTest, NoPinnedMemoryWarnsAndCompletes) {
-  auto r = RunHoist({"verify", model_, "--device", "sim:pinned_limit=0,reject_pageable=1", "--quiet"});
+  auto r =
+      RunHoist({"verify", model_, "--device", "sim:pinned_limit=0,reject_pageable=1", "--quiet"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("warning: no pinned memory"), std::string::npos) << r.err;
 }
@@ -115,7 +120,8 @@ TEST_F(LoadCliTest, BadInputsExitWithTheirCodes) {
   testing::WriteBytes(tmp_.File("bad.gguf"), b.data);
   auto bad = RunHoist({"load", tmp_.File("bad.gguf"), "--device", "host"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_EQ(bad.err, "hoist: " + tmp_.File("bad.gguf") + ": unsupported GGUF version 9 (only versions 2 and 3) at byte 4\n");
+  EXPECT_EQ(bad.err, "hoist: " + tmp_.File("bad.gguf") +
+                         ": unsupported GGUF version 9 (only versions 2 and 3) at byte 4\n");
 }
 
 // The classic Windows failure: a 64-bit offset through a 32-bit off_t fails at 2.00 GiB.
@@ -145,7 +151,8 @@ TEST_F(LoadCliTest, TensorsBeyondFourGiBLoadByteExact) {
     ASSERT_EQ(r.exit_code, 0) << io << ": " << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
     ASSERT_EQ(j["tensors"].size(), 3u);
-    for (const auto& t : j["tensors"]) EXPECT_EQ(t["xxh3"], want.at(t["name"])) << io << " " << t["name"];
+    for (const auto& t : j["tensors"])
+      EXPECT_EQ(t["xxh3"], want.at(t["name"])) << io << " " << t["name"];
     auto v = RunHoist({"verify", path, "--device", "host", "--io", io, "--quiet"});
     EXPECT_EQ(v.exit_code, 0) << io << ": " << v.err;
     EXPECT_NE(v.out.find("all match"), std::string::npos) << v.out;
@@ -158,8 +165,8 @@ TEST_F(LoadCliTest, TensorsBeyondFourGiBLoadByteExact) {
 // a model larger than the staging budget.
 TEST_F(LoadCliTest, PageableRejectingEngineLoadsInEveryReadingMode) {
   for (const char* io : {"buffered", "direct"}) {
-    auto r = RunHoist({"verify", model_, "--device", "sim:pinned_limit=0,reject_pageable=1", "--io", io,
-                       "--staging", "4", "--stall-timeout", "20", "--quiet"});
+    auto r = RunHoist({"verify", model_, "--device", "sim:pinned_limit=0,reject_pageable=1", "--io",
+                       io, "--staging", "4", "--stall-timeout", "20", "--quiet"});
     EXPECT_EQ(r.exit_code, 0) << io << ": " << r.err;
     EXPECT_NE(r.out.find("all match"), std::string::npos) << io << ": " << r.out;
   }
@@ -173,8 +180,8 @@ TEST_F(LoadCliTest, SigtermEndsALoadWithin2Seconds) {
     const int devnull = ::open("/dev/null", O_WRONLY);
     ::dup2(devnull, 1);
     ::dup2(devnull, 2);
-    ::execl(HOIST_CLI, HOIST_CLI, "load", model_.c_str(), "--device", "sim:bandwidth=5MB/s", "--quiet",
-            static_cast<char*>(nullptr));
+    ::execl(HOIST_CLI, HOIST_CLI, "load", model_.c_str(), "--device", "sim:bandwidth=5MB/s",
+            "--quiet", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(600));

@@ -28,8 +28,9 @@ Result<bool> WaitFor(CopyHandle& h, int ms) {
 }
 
 TEST(SimOptionsTest, ParsesEveryKey) {
-  auto o = ParseSimOptions("bandwidth=5GB/s,latency_us=10,mem=1GiB,pinned_limit=64MiB,stall_after=2GB,"
-                           "fail_copy_after=1MB,reject_pageable=1,corrupt_at=7,engines=2");
+  auto o = ParseSimOptions(
+      "bandwidth=5GB/s,latency_us=10,mem=1GiB,pinned_limit=64MiB,stall_after=2GB,"
+      "fail_copy_after=1MB,reject_pageable=1,corrupt_at=7,engines=2");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_DOUBLE_EQ(o->bandwidth, 5e9);
   EXPECT_EQ(o->latency_us, 10u);

@@ -66,7 +66,8 @@ TEST(GgufReaderTest, RejectsBadMagic) {
 }
 
 TEST(GgufReaderTest, RejectsVersionOne) {
-  ExpectInvalid(Header(0, 0, 1), "GGUF version 1 is not supported (only versions 2 and 3) at byte 4");
+  ExpectInvalid(Header(0, 0, 1),
+                "GGUF version 1 is not supported (only versions 2 and 3) at byte 4");
 }
 
 TEST(GgufReaderTest, RejectsByteSwappedVersionAsBigEndian) {
@@ -99,8 +100,9 @@ TEST(GgufReaderTest, RejectsBillionsOfTensorsBeforeAllocating) {
 TEST(GgufReaderTest, RejectsHugeMetadataCount) {
   Bytes b = Header(0, UINT64_MAX);
   b.Zeros(100);
-  ExpectInvalid(b, "metadata count 18446744073709551615 cannot fit in the bytes left in the file "
-                   "at byte 16");
+  ExpectInvalid(b,
+                "metadata count 18446744073709551615 cannot fit in the bytes left in the file "
+                "at byte 16");
 }
 
 TEST(GgufReaderTest, RejectsStringLengthPastEnd) {
@@ -204,8 +206,8 @@ TEST(GgufReaderTest, RejectsLongTensorName) {
   Bytes b = Header(1, 0);
   const size_t at = b.size();
   TensorInfo(b, std::string(65, 'n'), {4}, 0, 0);
-  ExpectInvalid(b, "tensor name '" + std::string(32, 'n') + "...' is 65 bytes, more than 64 at byte " +
-                       std::to_string(at));
+  ExpectInvalid(b, "tensor name '" + std::string(32, 'n') +
+                       "...' is 65 bytes, more than 64 at byte " + std::to_string(at));
 }
 
 TEST(GgufReaderTest, AcceptsNameOfExactly64Bytes) {
@@ -257,8 +259,10 @@ TEST(GgufReaderTest, RejectsRowNotMultipleOfBlock) {
   const size_t at = b.size();
   b.Put<uint32_t>(2).Put<uint64_t>(100).Put<uint64_t>(2).Put<uint32_t>(12).Put<uint64_t>(0);
   b.AlignTo(32).Zeros(1024);
-  ExpectInvalid(b, "tensor 'w': row length 100 is not a multiple of the block size 256 of Q4_K "
-                   "at byte " + std::to_string(at));
+  ExpectInvalid(b,
+                "tensor 'w': row length 100 is not a multiple of the block size 256 of Q4_K "
+                "at byte " +
+                    std::to_string(at));
 }
 
 TEST(GgufReaderTest, RejectsElementCountOverflow) {
@@ -293,9 +297,10 @@ TEST(GgufReaderTest, RejectsOffsetThatOverflows) {
   b.Str("w").Put<uint32_t>(1).Put<uint64_t>(8).Put<uint32_t>(0);
   const size_t at = b.size();
   b.Put<uint64_t>(UINT64_MAX - 31).AlignTo(32).Zeros(64);
-  ExpectInvalid(b, "tensor 'w' (32 bytes at data offset 18446744073709551584) extends past the "
-                   "end of the file (" + std::to_string(b.size()) + " bytes) at byte " +
-                       std::to_string(at));
+  ExpectInvalid(b,
+                "tensor 'w' (32 bytes at data offset 18446744073709551584) extends past the "
+                "end of the file (" +
+                    std::to_string(b.size()) + " bytes) at byte " + std::to_string(at));
 }
 
 TEST(GgufReaderTest, AllowsGapsAndWarnsOnOverlap) {
@@ -327,18 +332,18 @@ TEST(GgmlTypesTest, BlockGeometryMatchesGgml) {
     uint32_t id, block, bytes;
   };
   const Expect expected[] = {
-      {"F32", 0, 1, 4},        {"F16", 1, 1, 2},         {"Q4_0", 2, 32, 18},
-      {"Q4_1", 3, 32, 20},     {"Q5_0", 6, 32, 22},      {"Q5_1", 7, 32, 24},
-      {"Q8_0", 8, 32, 34},     {"Q8_1", 9, 32, 36},      {"Q2_K", 10, 256, 84},
-      {"Q3_K", 11, 256, 110},  {"Q4_K", 12, 256, 144},   {"Q5_K", 13, 256, 176},
-      {"Q6_K", 14, 256, 210},  {"Q8_K", 15, 256, 292},   {"IQ2_XXS", 16, 256, 66},
-      {"IQ2_XS", 17, 256, 74}, {"IQ3_XXS", 18, 256, 98}, {"IQ1_S", 19, 256, 50},
-      {"IQ4_NL", 20, 32, 18},  {"IQ3_S", 21, 256, 110},  {"IQ2_S", 22, 256, 82},
-      {"IQ4_XS", 23, 256, 136}, {"I8", 24, 1, 1},        {"I16", 25, 1, 2},
-      {"I32", 26, 1, 4},       {"I64", 27, 1, 8},        {"F64", 28, 1, 8},
-      {"IQ1_M", 29, 256, 56},  {"BF16", 30, 1, 2},       {"TQ1_0", 34, 256, 54},
-      {"TQ2_0", 35, 256, 66},  {"MXFP4", 39, 32, 17},    {"NVFP4", 40, 64, 36},
-      {"Q1_0", 41, 128, 18},   {"Q2_0", 42, 64, 18},
+      {"F32", 0, 1, 4},         {"F16", 1, 1, 2},         {"Q4_0", 2, 32, 18},
+      {"Q4_1", 3, 32, 20},      {"Q5_0", 6, 32, 22},      {"Q5_1", 7, 32, 24},
+      {"Q8_0", 8, 32, 34},      {"Q8_1", 9, 32, 36},      {"Q2_K", 10, 256, 84},
+      {"Q3_K", 11, 256, 110},   {"Q4_K", 12, 256, 144},   {"Q5_K", 13, 256, 176},
+      {"Q6_K", 14, 256, 210},   {"Q8_K", 15, 256, 292},   {"IQ2_XXS", 16, 256, 66},
+      {"IQ2_XS", 17, 256, 74},  {"IQ3_XXS", 18, 256, 98}, {"IQ1_S", 19, 256, 50},
+      {"IQ4_NL", 20, 32, 18},   {"IQ3_S", 21, 256, 110},  {"IQ2_S", 22, 256, 82},
+      {"IQ4_XS", 23, 256, 136}, {"I8", 24, 1, 1},         {"I16", 25, 1, 2},
+      {"I32", 26, 1, 4},        {"I64", 27, 1, 8},        {"F64", 28, 1, 8},
+      {"IQ1_M", 29, 256, 56},   {"BF16", 30, 1, 2},       {"TQ1_0", 34, 256, 54},
+      {"TQ2_0", 35, 256, 66},   {"MXFP4", 39, 32, 17},    {"NVFP4", 40, 64, 36},
+      {"Q1_0", 41, 128, 18},    {"Q2_0", 42, 64, 18},
   };
   EXPECT_EQ(GgmlTypes().size(), std::size(expected));
   for (const Expect& e : expected) {

@@ -28,8 +28,9 @@ void WriteTwoShards(const testing::TempDir& dir) {
 TEST(ModelTest, OpensSafetensorsIndex) {
   testing::TempDir dir;
   WriteTwoShards(dir);
-  WriteText(dir.File("model.safetensors.index.json"),
-            R"({"metadata":{"total_size":24},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}})");
+  WriteText(
+      dir.File("model.safetensors.index.json"),
+      R"({"metadata":{"total_size":24},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}})");
   for (const std::string& path : {dir.File("model.safetensors.index.json"), dir.path()}) {
     auto model = OpenModel(path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -70,9 +71,10 @@ TEST(ModelTest, RejectsTensorMissingFromItsShard) {
   WriteText(index, text);
   auto model = OpenModel(index);
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().message(),
-            index + ": tensor 'z' is listed for shard 'b.safetensors', which does not hold it at byte " +
-                std::to_string(text.find("\"z\"")));
+  EXPECT_EQ(
+      model.status().message(),
+      index + ": tensor 'z' is listed for shard 'b.safetensors', which does not hold it at byte " +
+          std::to_string(text.find("\"z\"")));
 }
 
 TEST(ModelTest, RejectsTensorInWrongShard) {
@@ -80,31 +82,36 @@ TEST(ModelTest, RejectsTensorInWrongShard) {
   WriteTwoShards(dir);
   const std::string index = dir.File("model.safetensors.index.json");
   WriteText(index, R"({"weight_map":{"x":"b.safetensors","y":"b.safetensors"}})");
-  ASSERT_TRUE(WriteSafetensors(dir.File("b.safetensors"), {}, {{"y", "F32", {2}}, {"w", "F32", {1}}}, nullptr).ok());
+  ASSERT_TRUE(WriteSafetensors(dir.File("b.safetensors"), {},
+                               {{"y", "F32", {2}}, {"w", "F32", {1}}}, nullptr)
+                  .ok());
   WriteText(index, R"({"weight_map":{"x":"b.safetensors","y":"a.safetensors"}})");
   auto model = OpenModel(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidModel);
-  EXPECT_NE(model.status().message().find("is listed in " + index + " for shard"), std::string::npos)
+  EXPECT_NE(model.status().message().find("is listed in " + index + " for shard"),
+            std::string::npos)
       << model.status().message();
 }
 
 TEST(ModelTest, RejectsShardNamesOutsideTheModelDirectory) {
   testing::TempDir outer;
   fs::create_directory(outer.File("model"));
-  ASSERT_TRUE(WriteSafetensors(outer.File("secret.safetensors"), {}, {{"x", "F32", {4}}}, nullptr).ok());
+  ASSERT_TRUE(
+      WriteSafetensors(outer.File("secret.safetensors"), {}, {{"x", "F32", {4}}}, nullptr).ok());
   const std::string index = outer.File("model/model.safetensors.index.json");
   for (const std::string& name :
        {outer.File("secret.safetensors"), std::string("../secret.safetensors"),
-        std::string("sub/x.safetensors"), std::string(".."), std::string("..\\\\secret.safetensors"),
-        std::string("")}) {
+        std::string("sub/x.safetensors"), std::string(".."),
+        std::string("..\\\\secret.safetensors"), std::string("")}) {
     SCOPED_TRACE(name);
     WriteText(index, "{\"weight_map\":{\"x\":\"" + name + "\"}}");
     auto model = OpenModel(index);
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kInvalidModel);
-    EXPECT_NE(model.status().message().find("is not a plain file name inside the model's directory"),
-              std::string::npos)
+    EXPECT_NE(
+        model.status().message().find("is not a plain file name inside the model's directory"),
+        std::string::npos)
         << model.status().message();
   }
   std::error_code link_error;

@@ -48,9 +48,8 @@ TEST(SafetensorsReaderTest, ReadsTensorsInDataOrderWithAbsoluteOffsets) {
 }
 
 TEST(SafetensorsReaderTest, AcceptsEmptyAndScalarTensors) {
-  const std::string header =
-      R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
-      R"("s":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})";
+  const std::string header = R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
+                             R"("s":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})";
   auto dir = Parse(File(header, 8));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   EXPECT_EQ(dir->tensors[0].nbytes, 0u);
@@ -92,7 +91,8 @@ TEST(SafetensorsReaderTest, RejectsMalformedJson) {
 
 TEST(SafetensorsReaderTest, RejectsDeepNesting) {
   std::string deep = "{\"a\":" + std::string(200, '[') + std::string(200, ']') + "}";
-  ExpectInvalid(File(deep, 0), "JSON nested deeper than 64 levels at byte " + std::to_string(8 + 5 + 63));
+  ExpectInvalid(File(deep, 0),
+                "JSON nested deeper than 64 levels at byte " + std::to_string(8 + 5 + 63));
 }
 
 TEST(SafetensorsReaderTest, RejectsDuplicateTensor) {
@@ -113,8 +113,10 @@ TEST(SafetensorsReaderTest, RejectsTensorRules) {
       {R"({"a":{"shape":[1],"data_offsets":[0,1]}})", 1, "tensor 'a' has no string 'dtype'"},
       {R"({"a":{"dtype":"U8","data_offsets":[0,1]}})", 1, "tensor 'a' has no array 'shape'"},
       {R"({"a":{"dtype":"U8","shape":[1]}})", 1, "tensor 'a' has no 'data_offsets' pair"},
-      {R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", 1, "tensor 'a': unknown dtype 'Q4'"},
-      {R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", 4, "tensor 'a': unknown dtype 'f32'"},
+      {R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", 1,
+       "tensor 'a': unknown dtype 'Q4'"},
+      {R"({"a":{"dtype":"f32","shape":[1],"data_offsets":[0,4]}})", 4,
+       "tensor 'a': unknown dtype 'f32'"},
       {R"({"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}})", 1,
        "tensor 'a' has a shape entry that is not a non-negative integer"},
       {R"({"a":{"dtype":"U8","shape":[1.5],"data_offsets":[0,1]}})", 1,
@@ -150,21 +152,28 @@ TEST(SafetensorsReaderTest, RejectsLayoutHolesOverlapsAndTrailingBytes) {
       R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
   ExpectInvalid(File(two_with_hole, 5),
                 "tensor 'b' starts at data offset 3 but the previous tensor ends at 2 (a hole) at "
-                "byte " + std::to_string(8 + two_with_hole.size() + 2));
+                "byte " +
+                    std::to_string(8 + two_with_hole.size() + 2));
   const std::string overlap =
       R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
   ExpectInvalid(File(overlap, 3),
                 "tensor 'b' starts at data offset 1 but the previous tensor ends at 2 (an overlap) "
-                "at byte " + std::to_string(8 + overlap.size() + 1));
+                "at byte " +
+                    std::to_string(8 + overlap.size() + 1));
   const std::string not_at_zero = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
   ExpectInvalid(File(not_at_zero, 3),
                 "tensor 'a' starts at data offset 1 but the previous tensor ends at 0 (a hole) at "
-                "byte " + std::to_string(8 + not_at_zero.size()));
+                "byte " +
+                    std::to_string(8 + not_at_zero.size()));
   const std::string one = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
-  ExpectInvalid(File(one, 3), "tensor data ends at data offset 2 but the file holds 3 data bytes "
-                              "at byte " + std::to_string(8 + one.size() + 2));
-  ExpectInvalid(File(one, 1), "tensor data ends at data offset 2 but the file holds 1 data bytes "
-                              "at byte " + std::to_string(8 + one.size() + 1));
+  ExpectInvalid(File(one, 3),
+                "tensor data ends at data offset 2 but the file holds 3 data bytes "
+                "at byte " +
+                    std::to_string(8 + one.size() + 2));
+  ExpectInvalid(File(one, 1),
+                "tensor data ends at data offset 2 but the file holds 1 data bytes "
+                "at byte " +
+                    std::to_string(8 + one.size() + 1));
 }
 
 TEST(SafetensorsWriterTest, RoundTripsEveryDtype) {

@@ -40,7 +40,8 @@ TEST(FileTest, ReadPastEndNamesFileAndOffset) {
   std::vector<unsigned char> got(100);
   Status s = (*file)->ReadExact(950, got.data(), got.size());
   EXPECT_EQ(s.code(), Code::kIoError);
-  EXPECT_EQ(s.message(), dir.File("f") + ": unexpected end of file at byte 1000 (50 more bytes expected)");
+  EXPECT_EQ(s.message(),
+            dir.File("f") + ": unexpected end of file at byte 1000 (50 more bytes expected)");
 }
 
 TEST(FileTest, OpenMissingIsNotFound) {
@@ -57,7 +58,8 @@ TEST(FileTest, DirectoryIsRejected) {
   EXPECT_EQ(file.status().code(), Code::kInvalidArgument);
 }
 
-std::unique_ptr<FaultInjectionFile> Faulty(const std::vector<unsigned char>& bytes, FaultPlan plan) {
+std::unique_ptr<FaultInjectionFile> Faulty(const std::vector<unsigned char>& bytes,
+                                           FaultPlan plan) {
   return std::make_unique<FaultInjectionFile>(std::make_unique<MemoryFile>("mem", bytes), plan);
 }
 

@@ -37,7 +37,9 @@ void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
     const std::vector<unsigned char> want = FileBytes(dir, t);
     std::vector<unsigned char> got(t.nbytes);
     if (t.nbytes > 0) {
-      ASSERT_TRUE(model.device->CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations).ok());
+      ASSERT_TRUE(
+          model.device->CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations)
+              .ok());
     }
     ASSERT_TRUE(got == want) << "tensor " << t.name << " differs";
     if (!model.checksums.empty()) {
@@ -55,12 +57,15 @@ std::shared_ptr<CheckedDevice> Device(const std::string& spec) {
 TensorDirectory Sample(const testing::TempDir& dir, const std::string& name, SampleSpec spec) {
   auto written = WriteSampleModel(dir.File(name), spec);
   EXPECT_TRUE(written.ok()) << written.status().ToString();
-  auto opened = OpenModel(spec.shards > 1 && spec.format == "gguf" ? written->files[0].path : dir.File(name));
+  auto opened =
+      OpenModel(spec.shards > 1 && spec.format == "gguf" ? written->files[0].path : dir.File(name));
   EXPECT_TRUE(opened.ok()) << opened.status().ToString();
   return std::move(opened).value();
 }
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
   std::ifstream in(testing::CorpusDir() + "/reference.json");
@@ -102,12 +107,12 @@ TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
     uint64_t staging;
   };
   const Config configs[] = {
-      {1, 8 << 20, 256 << 20},    // one reader
-      {8, 8 << 20, 256 << 20},    // many readers
-      {4, 4096, 64 << 10},        // tiny chunks
-      {4, 64 << 20, 256 << 20},   // chunks larger than any tensor
-      {3, 1 << 20, 1 << 20},      // a budget smaller than one tensor
-      {6, 1 << 20, 0},            // the default budget: two chunks per reader
+      {1, 8 << 20, 256 << 20},   // one reader
+      {8, 8 << 20, 256 << 20},   // many readers
+      {4, 4096, 64 << 10},       // tiny chunks
+      {4, 64 << 20, 256 << 20},  // chunks larger than any tensor
+      {3, 1 << 20, 1 << 20},     // a budget smaller than one tensor
+      {6, 1 << 20, 0},           // the default budget: two chunks per reader
   };
   for (const TensorDirectory& dir : models) {
     ASSERT_GT(dir.tensors.size(), 20u);
@@ -123,7 +128,8 @@ TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
         auto d = Device(device);
         auto model = Load(dir, d, o);
         ASSERT_TRUE(model.ok()) << model.status().ToString();
-        const uint64_t budget = c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
+        const uint64_t budget =
+            c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
         EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers,
                   std::max<uint64_t>(budget, 2 * 4096));
         EXPECT_EQ(d->live_pinned_allocations(), 0u);  // the staging pool is gone
@@ -225,7 +231,8 @@ TEST_F(FaultTest, StallAfterFailsNamingTheDeviceCopyStage) {
   const double s = SecondsSince(start);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
-  EXPECT_NE(model.status().message().find("device copy stage on sim: chunk " + dir_.files[0].path + " at byte"),
+  EXPECT_NE(model.status().message().find("device copy stage on sim: chunk " + dir_.files[0].path +
+                                          " at byte"),
             std::string::npos)
       << model.status().message();
   EXPECT_LT(s, testing::TimeBound(1 + 2.0));
@@ -239,7 +246,8 @@ TEST_F(FaultTest, FailCopyAfterIsADeviceErrorWithNothingLeftAllocated) {
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kDeviceError);
   EXPECT_NE(model.status().message().find("fail_copy_after"), std::string::npos);
-  EXPECT_NE(model.status().message().find("copying " + dir_.files[0].path + " at byte"), std::string::npos)
+  EXPECT_NE(model.status().message().find("copying " + dir_.files[0].path + " at byte"),
+            std::string::npos)
       << model.status().message();
   EXPECT_EQ(device->live_device_allocations(), 0u);
   EXPECT_EQ(device->live_pinned_allocations(), 0u);
@@ -278,7 +286,8 @@ TEST_F(FaultTest, NoPinnedMemoryOnADeviceThatRejectsPageableCopiesNeverHangs) {
 
 LoadOptions WithFaults(FaultPlan plan, std::vector<FaultInjectionFile*>* opened = nullptr) {
   LoadOptions o;
-  o.open_file = [plan, opened](const std::string& path, const OpenOptions& options) -> Result<std::unique_ptr<File>> {
+  o.open_file = [plan, opened](const std::string& path,
+                               const OpenOptions& options) -> Result<std::unique_ptr<File>> {
     HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(path, options));
     auto faulty = std::make_unique<FaultInjectionFile>(std::move(file), plan);
     if (opened != nullptr) opened->push_back(faulty.get());
@@ -305,7 +314,8 @@ TEST_F(FaultTest, EioFailsNamingFileAndOffset) {
   auto model = Load(dir_, device, WithFaults(plan));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
-  EXPECT_EQ(model.status().message(), dir_.files[0].path + ": read failed at byte 5000000: Input/output error");
+  EXPECT_EQ(model.status().message(),
+            dir_.files[0].path + ": read failed at byte 5000000: Input/output error");
   EXPECT_EQ(device->live_device_allocations(), 0u);
   EXPECT_EQ(device->live_pinned_allocations(), 0u);
 }
@@ -318,7 +328,8 @@ TEST_F(FaultTest, TruncationFailsNamingFileAndOffset) {
   auto model = Load(dir_, Device("sim"), o);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
-  EXPECT_NE(model.status().message().find(dir_.files[0].path + ": unexpected end of file at byte 7000000"),
+  EXPECT_NE(model.status().message().find(dir_.files[0].path +
+                                          ": unexpected end of file at byte 7000000"),
             std::string::npos)
       << model.status().message();
 }

@@ -9,7 +9,11 @@ TensorDirectory Dir(std::vector<std::pair<uint64_t, uint64_t>> ranges, uint32_t 
   TensorDirectory d;
   d.files.push_back({"f", 1 << 30});
   for (size_t i = 0; i < ranges.size(); ++i) {
-    d.tensors.push_back({"t" + std::to_string(i), "U8", {ranges[i].second}, file, ranges[i].first,
+    d.tensors.push_back({"t" + std::to_string(i),
+                         "U8",
+                         {ranges[i].second},
+                         file,
+                         ranges[i].first,
                          ranges[i].second});
   }
   d.IndexNames();
