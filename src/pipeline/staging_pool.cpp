@@ -90,6 +90,13 @@ void StagingPool::AddRegion(unsigned char* memory, size_t count) {
   available_.notify_all();
 }
 
+bool StagingPool::TryAddRegion(size_t count) {
+  auto p = device_->AllocatePinned(count * buffer_bytes_);
+  if (!p.ok()) return false;
+  AddRegion(static_cast<unsigned char*>(p.value()), count);
+  return true;
+}
+
 void StagingPool::GrowInBackground(size_t have, size_t count) {
   grower_ = std::thread([this, have, count]() mutable {
     // First the rest in up to 4 allocations made at once: faulting in (zeroing) fresh pages
@@ -102,26 +109,17 @@ void StagingPool::GrowInBackground(size_t have, size_t count) {
     std::vector<std::thread> helpers;
     for (size_t i = 1; i < parts; ++i) {
       helpers.emplace_back([this, &added, n = sizes[i]] {
-        auto p = device_->AllocatePinned(n * buffer_bytes_);
-        if (p.ok()) {
-          AddRegion(static_cast<unsigned char*>(p.value()), n);
-          added += n;
-        }
+        if (TryAddRegion(n)) added += n;
       });
     }
-    if (auto p = device_->AllocatePinned(sizes[0] * buffer_bytes_); p.ok()) {
-      AddRegion(static_cast<unsigned char*>(p.value()), sizes[0]);
-      added += sizes[0];
-    }
+    if (TryAddRegion(sizes[0])) added += sizes[0];
     for (std::thread& t : helpers) t.join();
     have += added.load();
     // Whatever failed: smaller allocations, halving down to one buffer.
     size_t piece = count - have;
     while (have < count && !stop_growing_.load()) {
       piece = std::min(piece, count - have);
-      auto p = device_->AllocatePinned(piece * buffer_bytes_);
-      if (p.ok()) {
-        AddRegion(static_cast<unsigned char*>(p.value()), piece);
+      if (TryAddRegion(piece)) {
         have += piece;
       } else if (piece > 1) {
         piece = (piece + 1) / 2;

@@ -93,6 +93,8 @@ class StagingPool {
   void Return(size_t index);
   // Adds `count` buffers carved from one allocation.
   void AddRegion(unsigned char* memory, size_t count);
+  // Pins one allocation of `count` buffers and adds them; false when the device refused it.
+  bool TryAddRegion(size_t count);
   // Allocates buffers `have` to `count` on a background thread (and helpers).
   void GrowInBackground(size_t have, size_t count);
 
