@@ -8,6 +8,9 @@
 //   sizes        12 threads pread the file in 2-16 MiB reads
 //   pipe2        pipe variants: reads skewed off page alignment, one 8 MiB buffer per thread
 //   groups       threads in groups fill one buffer together, the leader copies it whole
+//   realloc      whether a load into device memory freed just before is slower: pipe (12 x 2 x
+//                4 MiB) into the same allocation again, into a new one made right after freeing
+//                the old, the same after a pause; pinned copies alone right after a free
 //   hybrid       pipe over the first part of the file while Z threads register 64 MiB windows
 //                of a read-only mapping of the rest (cudaHostRegisterReadOnly) and copy from them
 // Buffer kinds: hostalloc (cudaHostAlloc), thp (anonymous mmap, MADV_HUGEPAGE, touched,
@@ -424,6 +427,56 @@ void PipeSweep(int fd, void* device) {
   }
 }
 
+// The bench's repeated loads free their 20 GiB destination and allocate the next at once; a
+// process loading once does not. Does a free just before slow the next load's copies?
+void Realloc(int fd, void*& device) {
+  const uint64_t size = FileSize(fd);
+  auto renew = [&](double pause_s, double& free_s, double& malloc_s) {
+    const double t0 = Now();
+    CHECK(cudaFree(device));
+    const double t1 = Now();
+    CHECK(cudaMalloc(&device, size));
+    const double t2 = Now();
+    free_s = t1 - t0;
+    malloc_s = t2 - t1;
+    if (pause_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+  };
+  auto print = [](const char* what, const char* how, int i, double gbps, double free_s,
+                  double malloc_s) {
+    std::printf(
+        "{\"section\":\"realloc\",\"what\":\"%s\",\"destination\":\"%s\",\"i\":%d,"
+        "\"gbps\":%.2f,\"free_ms\":%.2f,\"malloc_ms\":%.2f}\n",
+        what, how, i, gbps, free_s * 1e3, malloc_s * 1e3);
+    std::fflush(stdout);
+  };
+  struct Way {
+    const char* name;
+    bool renew;
+    double pause_s;
+  };
+  const Way ways[] = {{"same", false, 0},          {"renewed", true, 0},
+                      {"renewed+0.1s", true, 0.1}, {"renewed+0.25s", true, 0.25},
+                      {"renewed+0.5s", true, 0.5}, {"renewed+1s", true, 1},
+                      {"renewed+2s", true, 2},     {"renewed+3s", true, 3},
+                      {"renewed", true, 0},        {"same", false, 0}};
+  for (const Way& w : ways) {
+    for (int i = 0; i < 2; ++i) {
+      double free_s = 0, malloc_s = 0;
+      if (w.renew) renew(w.pause_s, free_s, malloc_s);
+      const PipeResult r = Pipe(fd, device, "thp", 12, 2, 4 * kMiB, 0, size);
+      print("pipe", w.name, i, static_cast<double>(r.bytes) / r.seconds / 1e9, free_s, malloc_s);
+    }
+  }
+  for (const Way& w :
+       {Way{"same", false, 0}, Way{"renewed", true, 0}, Way{"renewed+3s", true, 3}}) {
+    for (int i = 0; i < 2; ++i) {
+      double free_s = 0, malloc_s = 0;
+      if (w.renew) renew(w.pause_s, free_s, malloc_s);
+      print("h2d_0.3s", w.name, i, CopyFor(0.3, device, 4, 16 * kMiB), free_s, malloc_s);
+    }
+  }
+}
+
 // Copies file bytes [begin, end) straight from the page cache: register a window of a
 // read-only mapping, copy it, unregister. Returns bytes done.
 void ZeroCopy(const unsigned char* mapping, void* device, std::atomic<uint64_t>& next, uint64_t end,
@@ -508,6 +561,7 @@ int main(int argc, char** argv) {
   if (want("sizes")) Sizes(fd);
   if (want("pipe2")) Pipe2(fd, device);
   if (want("groups")) GroupSweep(fd, device);
+  if (want("realloc")) Realloc(fd, device);
   CHECK(cudaFree(device));
   ::close(fd);
   return 0;

@@ -432,7 +432,9 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       job->dest[i] = static_cast<unsigned char*>(p);
     }
   } else {
+    const Clock::time_point device_start = Clock::now();
     HOIST_ASSIGN_OR_RETURN(model->allocation, device->AllocateDevice(plan.allocation_bytes));
+    report.phases.allocate_device = Seconds(device_start);
     for (uint32_t i : plan.tensors) {
       job->dest[i] = static_cast<unsigned char*>(model->allocation) + plan.device_offset[i];
     }
@@ -443,8 +445,10 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   }
   const bool direct = !job->files.empty() && job->files[0]->direct();
   const uint64_t slack = direct ? 2 * job->files[0]->direct_alignment() : 0;
+  const Clock::time_point staging_start = Clock::now();
   HOIST_ASSIGN_OR_RETURN(job->pool,
                          StagingPool::Create(device, staging_bytes, chunk_bytes + slack));
+  report.phases.allocate_staging = Seconds(staging_start);
   if (job->pool->buffer_bytes() < chunk_bytes + slack) {
     // Smaller buffers than asked: cut the chunks to fit them.
     chunk_bytes = job->pool->buffer_bytes() - slack;

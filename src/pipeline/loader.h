@@ -55,9 +55,11 @@ struct PhaseSeconds {
   double open_parse = 0;   // filled by the caller that opened the model
   double device_open = 0;  // filled by the caller that opened the device (GPU context)
   double plan = 0;
-  double allocate = 0;  // device allocation and the staging pool
-  double stream = 0;    // reads and copies
-  double teardown = 0;  // joining threads, freeing staging
+  double allocate = 0;          // opening the files, device allocation and the staging pool
+  double allocate_device = 0;   // of which the device allocation
+  double allocate_staging = 0;  // of which the staging pool's first buffers
+  double stream = 0;            // reads and copies
+  double teardown = 0;          // joining threads, freeing staging
 };
 
 struct LoadReport {

@@ -23,6 +23,8 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
                  {"device_open_s", r.phases.device_open},
                  {"plan_s", r.phases.plan},
                  {"allocate_s", r.phases.allocate},
+                 {"allocate_device_s", r.phases.allocate_device},
+                 {"allocate_staging_s", r.phases.allocate_staging},
                  {"stream_s", r.phases.stream},
                  {"teardown_s", r.phases.teardown}};
   j["staging"] = {{"buffers", r.staging_buffers},

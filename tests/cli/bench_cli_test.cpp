@@ -2,10 +2,12 @@
 // byte-exact, the JSON complete. Correctness only; speed is the device scripts' business.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "format/sample_model.h"
 #include "test_util.h"
@@ -51,7 +53,23 @@ TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
       if (row.contains("note") && row["note"].get<std::string>().rfind("not run", 0) == 0) continue;
       EXPECT_TRUE(row["verified"].get<bool>()) << name;
       EXPECT_GT(row["gbps"].get<double>(), 0) << name;
+      // Every timed load, in order; the median of their rates is the row's figure.
+      const size_t runs = row["mode"] == "warm" ? 2 : 1;
+      ASSERT_EQ(row["runs"].size(), runs) << name;
+      std::vector<double> rates;
+      for (const auto& run : row["runs"]) {
+        EXPECT_GT(run["wall_s"].get<double>(), 0) << name;
+        rates.push_back(run["gbps"].get<double>());
+      }
+      EXPECT_DOUBLE_EQ(row["gbps"].get<double>(), (rates.front() + rates.back()) / 2) << name;
+      if (row["strategy"] == "hoist") {
+        const auto& run = row["runs"][0];
+        EXPECT_GE(run["allocate_s"].get<double>(),
+                  run["allocate_device_s"].get<double>() + run["allocate_staging_s"].get<double>());
+        EXPECT_GT(run["stream_s"].get<double>(), 0);
+      }
     }
+    EXPECT_EQ(j["settle_s"].get<double>(), 0) << "no pause on host and sim by default";
     for (const char* want :
          {"hoist/warm", "mmap-pageable/warm", "pinned-4x1MiB/warm", "direct-4x64MiB/warm",
           "hoist/cold", "hoist-buffered/cold", "mmap-pageable/cold"}) {
@@ -60,6 +78,23 @@ TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
     EXPECT_TRUE(j["results"][0].contains("time_to_first_byte_s"));
     EXPECT_EQ(j["machine"]["device"], std::string(device).substr(0, std::string(device).find(':')));
   }
+}
+
+TEST_F(BenchCliTest, StrategiesNoneRunsHoistOnlyAndSettlePauses) {
+  const std::string json_path = tmp_.File("bench.json");
+  const auto start = std::chrono::steady_clock::now();
+  auto r = RunHoist({"bench", model_, "--device", "host", "--repeat", "2", "--strategies", "none",
+                     "--settle", "0.3", "--json", json_path});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::ifstream in(json_path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["results"][0]["strategy"], "hoist");
+  EXPECT_DOUBLE_EQ(j["settle_s"].get<double>(), 0.3);
+  EXPECT_GE(seconds, 0.3) << "the second load waits --settle seconds";
+  EXPECT_NE(r.out.find("began 0.3 s after the previous one freed"), std::string::npos) << r.out;
 }
 
 TEST_F(BenchCliTest, CorruptingDeviceFailsVerification) {
