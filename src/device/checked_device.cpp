@@ -10,7 +10,9 @@ CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend)
 CheckedDevice::~CheckedDevice() {
   if (!free_on_destroy_) return;
   for (const auto& [ptr, bytes] : device_) (void)backend_->FreeDevice(reinterpret_cast<void*>(ptr));
-  for (const auto& [ptr, bytes] : pinned_) (void)backend_->FreePinned(reinterpret_cast<void*>(ptr));
+  for (const auto& [ptr, bytes] : pinned_) {
+    (void)backend_->FreePinned(reinterpret_cast<void*>(ptr), bytes);
+  }
 }
 
 Result<void*> CheckedDevice::AllocateDevice(uint64_t bytes) {
@@ -41,16 +43,18 @@ Result<void*> CheckedDevice::AllocatePinned(uint64_t bytes) {
 }
 
 Status CheckedDevice::FreePinned(void* ptr) {
+  uint64_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == pinned_.end()) {
       return Status::Internal(name_ + ": free of pinned memory that was not allocated here");
     }
-    pinned_bytes_ -= it->second;
+    bytes = it->second;
+    pinned_bytes_ -= bytes;
     pinned_.erase(it);
   }
-  return backend_->FreePinned(ptr);
+  return backend_->FreePinned(ptr, bytes);
 }
 
 Status CheckedDevice::CheckRange(const void* ptr, uint64_t n, const char* what) const {

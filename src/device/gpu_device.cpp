@@ -3,7 +3,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "device/device.h"
@@ -138,19 +137,9 @@ class GpuDevice final : public Device {
                          ("pinning " + std::to_string(bytes) + " bytes of host memory").c_str());
       }
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    pinned_sizes_[p] = bytes;
     return p;
   }
-  Status FreePinned(void* ptr) override {
-    uint64_t bytes = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = pinned_sizes_.find(ptr);
-      if (it == pinned_sizes_.end()) return Status::Internal(name_ + ": unknown pinned memory");
-      bytes = it->second;
-      pinned_sizes_.erase(it);
-    }
+  Status FreePinned(void* ptr, uint64_t bytes) override {
     PinnedCache::Get().Keep(ptr, bytes);
     return Status::Ok();
   }
@@ -232,7 +221,6 @@ class GpuDevice final : public Device {
   std::vector<gpuStream_t> streams_;
   std::mutex mutex_;
   std::vector<gpuEvent_t> free_events_;
-  std::unordered_map<void*, uint64_t> pinned_sizes_;
 };
 
 GpuCopyHandle::~GpuCopyHandle() { device_->ReturnEvent(event_); }

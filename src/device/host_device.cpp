@@ -29,7 +29,7 @@ class HostDevice final : public Device {
   Result<void*> AllocatePinned(uint64_t bytes) override {
     return AllocateHostMemory(bytes, "host");
   }
-  Status FreePinned(void* ptr) override {
+  Status FreePinned(void* ptr, uint64_t /*bytes*/) override {
     FreeHostMemory(ptr);
     return Status::Ok();
   }

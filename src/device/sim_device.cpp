@@ -69,14 +69,11 @@ class SimDevice final : public Device {
     return p;
   }
 
-  Status FreePinned(void* ptr) override {
+  Status FreePinned(void* ptr, uint64_t bytes) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
-      if (it != pinned_.end()) {
-        pinned_bytes_ -= it->second;
-        pinned_.erase(it);
-      }
+      pinned_.erase(reinterpret_cast<uintptr_t>(ptr));  // what reject_pageable checks against
+      pinned_bytes_ -= bytes;
     }
     FreeHostMemory(ptr);
     return Status::Ok();

@@ -46,6 +46,19 @@ struct InFlight {
   std::atomic<bool> hashed{false};
   size_t unhashed = 0;  // segments not yet fed to their tensor's checksum (hash_mutex)
   int64_t submitted_ns = 0;
+
+  // Moves `completed` past the copies the device is done with, completed or failed (a failed
+  // copy no longer touches its memory), in order; true when none is left in flight. The first
+  // failure seen goes to `failure` when given.
+  bool AdvanceCopies(Status* failure = nullptr) {
+    while (completed < copies.size()) {
+      auto done = copies[completed]->Poll();
+      if (done.ok() && !done.value()) return false;
+      if (!done.ok() && failure != nullptr && failure->ok()) *failure = done.status();
+      ++completed;
+    }
+    return true;
+  }
 };
 
 // A staged piece of a tensor waiting for its turn in the tensor's checksum.
@@ -123,12 +136,7 @@ struct LoadJob {
   // a copy that has not completed is never freed.
   ~LoadJob() {
     for (auto& e : orphans) {
-      while (e->completed < e->copies.size()) {
-        auto done = e->copies[e->completed]->Poll();
-        if (done.ok() && !done.value()) break;
-        ++e->completed;
-      }
-      if (e->completed < e->copies.size()) e->buffer.Abandon();
+      if (!e->AdvanceCopies()) e->buffer.Abandon();
     }
   }
 
@@ -184,18 +192,12 @@ void HashChunk(LoadJob& job, const Chunk& c, const unsigned char* data,
 bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
   const int64_t start_ns = NowNs();
   for (bool first = true;; first = false) {
-    while (e.completed < e.copies.size()) {
-      auto done = e.copies[e.completed]->Poll();
-      if (!done.ok()) {
-        job.Fail(done.status().WithContext("copying " + job.Where(job.plan.chunks[e.chunk]) +
-                                           " to " + job.device->name()));
-        ++e.completed;  // a failed copy is over: the device no longer touches its memory
-        continue;
-      }
-      if (!done.value()) break;
-      ++e.completed;
+    Status failed;
+    const bool copied = e.AdvanceCopies(&failed);
+    if (!failed.ok()) {
+      job.Fail(failed.WithContext("copying " + job.Where(job.plan.chunks[e.chunk]) + " to " +
+                                  job.device->name()));
     }
-    const bool copied = e.completed == e.copies.size();
     if (copied && e.hashed.load(std::memory_order_acquire)) {
       me.copy_chunk.store(-1);
       return true;
@@ -550,14 +552,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   if (!orphans.empty() && device->CanAbandon() && device->Abandon()) orphans.clear();
   const Clock::time_point drain_end = Clock::now() + kDrainGrace;
   for (;;) {
-    std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) {
-      while (e->completed < e->copies.size()) {
-        auto done = e->copies[e->completed]->Poll();
-        if (done.ok() && !done.value()) return false;
-        ++e->completed;  // complete, or failed: either way the device is done with it
-      }
-      return true;
-    });
+    std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) { return e->AdvanceCopies(); });
     if (orphans.empty() || Clock::now() > drain_end) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
