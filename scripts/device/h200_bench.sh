@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool) from the repository root. Carried: .device/
 # with hoist and hoist_ceilings from scripts/device/build.sh, and .device/include with the
-# header-only dependencies (scripts/device/prepare.sh makes both). Two parts, each within one
-# device call:
-#   python: builds the Python module there (its python 3.12), writes a 20 GiB safetensors
-#           model, runs scripts/device/python_vs_safetensors.py, and the threads x chunk sweep
+# header-only dependencies (scripts/device/prepare.sh makes both). Each part writes the 20 GiB
+# safetensors sample model first if it is not there, and fits in one device call:
+#   python: builds the Python module there (its python 3.12) and runs
+#           scripts/device/python_vs_safetensors.py
+#   sweep:  reader threads x chunk size and staging budget x chunk size, warm, one `hoist load`
+#           process each; the plot of the first (sweep.svg)
 #   bench:  hoist bench --cold on the same model (ceilings, hoist, reference strategies), the
 #           event-timed h2d ceiling, and the table merged with the Python part's peers
-# Usage: bash scripts/device/h200_bench.sh python|bench [SIZE]. Results under $OUT.
+# Usage: bash scripts/device/h200_bench.sh PART... [--size SIZE]. Results under $OUT.
 set -uo pipefail
-PART=${1:?python or bench}
-SIZE=${2:-20GiB}
+PARTS=()
+SIZE=20GiB
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --size) SIZE=$2; shift 2 ;;
+    python|sweep|bench) PARTS+=("$1"); shift ;;
+    *) echo "usage: $0 python|sweep|bench... [--size SIZE]" >&2; exit 64 ;;
+  esac
+done
+[ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|sweep|bench... [--size SIZE]" >&2; exit 64; }
 BIN=${HOIST_BIN:-.device}
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
@@ -19,7 +29,7 @@ MODEL=$MODEL_DIR/model.safetensors
 mkdir -p "$OUT" "$MODEL_DIR"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 
-log "machine ($PART)"
+log "machine (${PARTS[*]})"
 { nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
   nproc; free -g; df -h "$MODEL_DIR"; uname -r; python3 --version; } 2>&1 | tee -a "$OUT/log.txt"
 
@@ -32,21 +42,23 @@ if [ ! -f "$MODEL" ]; then
 fi
 $BIN/hoist inspect "$MODEL" | tail -6 | tee -a "$OUT/log.txt"
 
-if [ "$PART" = python ]; then
+python_part() {
   log "building the Python module here"
   start=$(date +%s)
   cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
     -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$PWD/$BIN/include" \
     -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
-    >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; exit 1; }
+    >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; return 1; }
   cmake --build build-py -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1 \
-    || { tail -40 "$OUT/build.txt"; exit 1; }
+    || { tail -40 "$OUT/build.txt"; return 1; }
   echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
   log "hoist.load_file against safetensors.torch.load_file"
   HOIST_CEILINGS=$BIN/hoist_ceilings PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_vs_safetensors.py \
     "$MODEL" --device "$DEVICE" --out "$OUT/python_vs_safetensors.json" 2>&1 | tee -a "$OUT/log.txt"
-  [ "${HOIST_SWEEPS:-1}" = 1 ] || exit 0
+}
+
+sweep_part() {
   log "sweep: reader threads x chunk size, warm"
   cat "$MODEL" >/dev/null
   : >"$OUT/sweep.jsonl"
@@ -77,9 +89,9 @@ for path in sys.argv[1:]:
 PY
   ceiling=$($BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 8 | python3 -c 'import json,sys; print(json.load(sys.stdin)["gbps"])')
   python3 scripts/device/plot_sweep.py "$OUT/sweep.jsonl" "$OUT/sweep.svg" --ceiling "$ceiling"
-fi
+}
 
-if [ "$PART" = bench ]; then
+bench_part() {
   log "event-timed pinned h2d ceiling (hoist_ceilings)"
   for mib in 64 8 1; do $BIN/hoist_ceilings h2d --mib-per-copy $mib --total-gib 8 | tee -a "$OUT/log.txt"; done
   log "hoist doctor"
@@ -92,4 +104,8 @@ if [ "$PART" = bench ]; then
     python3 scripts/device/merge_bench_peers.py "$OUT/bench.json" "${PEERS:-$OUT/python_vs_safetensors.json}" \
       --out "$OUT/bench_with_peers.json" | tee -a "$OUT/log.txt"
   fi
-fi
+}
+
+for part in "${PARTS[@]}"; do
+  "${part}_part" || exit 1
+done

@@ -29,7 +29,7 @@ def main():
     ax.set_xscale("log", base=2)
     ax.set_xlabel("chunk size (MiB)")
     ax.set_ylabel("warm load, GB/s (open to teardown)")
-    ax.set_title("hoist on one H200: reader threads x chunk size")
+    ax.set_title("hoist on one H200: reader threads x chunk size (staging: 2 chunks per reader)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")

@@ -2,7 +2,7 @@
 # Prepares .device/ (git-ignored) for a device call: the portable hoist and hoist_ceilings
 # binaries (scripts/device/build.sh) and the header-only dependencies that the Python module's
 # build there needs (the GPU machine has no Debian packages). Then call the device tool with
-# carry [".device"] and command: bash scripts/device/h200_bench.sh python|bench
+# carry [".device"] and command: bash scripts/device/h200_bench.sh python|sweep|bench...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/device/build.sh
