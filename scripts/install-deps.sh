@@ -15,8 +15,8 @@ packages=(
 )
 if ! $core; then
   packages+=(
-    # the formatting check
-    clang-format
+    # the formatting and lint checks
+    clang-format clang-tidy
     # Windows cross-build and its test runner; the HIP backend's build check
     g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
     # the Python module and its tests (Debian's torch is CPU-only)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Checks the formatting (.clang-format), then builds hoist and runs every test: the main build (with the CUDA backend when nvcc is
-# present), the suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under
+# present), clang-tidy (.clang-tidy) over the library and the CLI, the suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under
 # ThreadSanitizer, a short run of each fuzzer, the Windows build (MinGW-w64) with its tests
 # under wine, the HIP build, and the Python package installed with pip and tested.
-# Usage: scripts/test.sh [format|main|asan|tsan|fuzz|windows|hip|python]...   (default: all)
+# Usage: scripts/test.sh [format|main|tidy|asan|tsan|fuzz|windows|hip|python]...   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(format main asan tsan fuzz windows hip python)
+[ ${#stages[@]} -gt 0 ] || stages=(format main tidy asan tsan fuzz windows hip python)
 # Debian's python3 (with python3-torch), whatever python3 comes first on PATH.
 python=/usr/bin/python3
 cuda_flags=()
@@ -43,6 +43,15 @@ for stage in "${stages[@]}"; do
         echo "no CUDA toolkit: the CUDA backend is not compiled in this build"
       fi
       ctest --test-dir build --output-on-failure -j "$jobs"
+      ;;
+    tidy)
+      banner "clang-tidy (.clang-tidy, warnings as errors) on src/"
+      # The main build's compile commands (CUDA headers included where it has them).
+      [ -f build/compile_commands.json ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DHOIST_PYTHON=ON -DPython_EXECUTABLE="$python" "${cuda_flags[@]}" >/dev/null
+      run-clang-tidy -p build -j "$jobs" -quiet "$PWD/src/.*\.cpp" >build/tidy.log 2>&1 \
+        || { grep -E "(error|warning):" build/tidy.log | sed 's/\x1b\[[0-9;]*m//g'; exit 1; }
+      echo "$(grep -c '^clang-tidy' build/tidy.log) files clean under .clang-tidy"
       ;;
     asan)
       banner "AddressSanitizer + UndefinedBehaviorSanitizer"

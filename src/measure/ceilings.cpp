@@ -43,7 +43,7 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
     files.push_back(std::move(file));
   }
   // Room for the aligned blocks that cover a chunk (File::ReadCovering).
-  const uint64_t buffer_bytes = chunk_bytes + 2 * 4096;
+  const uint64_t buffer_bytes = chunk_bytes + 2 * uint64_t{4096};
   std::atomic<size_t> next{0};
   std::mutex mutex;
   Status error;
@@ -98,7 +98,8 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
   }
   const uint64_t slots = span / copy_bytes;
   const int queues = std::max(device.queues(), 1);
-  const size_t max_in_flight = static_cast<size_t>(std::min<uint64_t>(4 * queues, slots));
+  const size_t max_in_flight =
+      static_cast<size_t>(std::min<uint64_t>(4 * static_cast<uint64_t>(queues), slots));
   auto run = [&](uint64_t copies) -> Status {
     std::vector<std::unique_ptr<CopyHandle>> in_flight;
     for (uint64_t i = 0; i < copies; ++i) {
@@ -133,9 +134,10 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
 }
 
 Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
-                                       uint64_t total_bytes) {
+                                       uint64_t total_bytes, bool pinned) {
   HOIST_ASSIGN_OR_RETURN(void* source, device.AllocateDevice(copy_bytes));
-  auto host = AllocateHostMemory(copy_bytes, "d2h ceiling");
+  auto host =
+      pinned ? device.AllocatePinned(copy_bytes) : AllocateHostMemory(copy_bytes, "d2h ceiling");
   if (!host.ok()) {
     (void)device.FreeDevice(source);
     return host.status();
@@ -147,7 +149,11 @@ Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_byte
   for (uint64_t i = 0; status.ok() && i < copies; ++i)
     status = device.CopyToHost(*host, source, copy_bytes);
   result = {copies * copy_bytes, SecondsSince(start)};
-  FreeHostMemory(*host);
+  if (pinned) {
+    (void)device.FreePinned(*host);
+  } else {
+    FreeHostMemory(*host);
+  }
   (void)device.FreeDevice(source);
   if (!status.ok()) return status;
   return result;

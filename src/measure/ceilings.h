@@ -27,9 +27,9 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
 // warm-up. For `host` this is a memcpy into the destination.
 Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
                                        uint64_t total_bytes, bool pinned);
-// Device-to-host copies (synchronous, the way verify reads back).
+// Device-to-host copies (synchronous, the way verify reads back) into pinned or ordinary memory.
 Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
-                                       uint64_t total_bytes);
+                                       uint64_t total_bytes, bool pinned);
 // Pinned allocation rate: allocates and frees `count` buffers of `bytes`.
 Result<Throughput> MeasurePinnedAllocation(CheckedDevice& device, uint64_t bytes, int count);
 

@@ -120,8 +120,8 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
 
 // Defaults chosen from the machine.
 int DefaultReaderThreads();
-// Chosen on the H200 (docs/PERFORMANCE.md): 12 readers with two 4 MiB buffers each streamed
-// at 51.5 GB/s; 2 MiB chunks 48.7, 8 MiB 46.3, 8 readers 44.3 (run 10's stream probe).
+// Chosen on the H200 (docs/PERFORMANCE.md, run 22's sweep): 12 readers with two 4 MiB buffers
+// each loaded at 51.6 GB/s; 2 MiB chunks 49.3, 8 MiB 50.6, 16 MiB 38.4; 8 readers 47.0.
 inline constexpr uint64_t kDefaultChunkBytes = 4ull << 20;
 // Two buffers per reader: one being read into while the other's copy runs.
 uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes);

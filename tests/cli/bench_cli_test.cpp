@@ -113,6 +113,8 @@ TEST_F(BenchCliTest, DoctorMeasuresAndReportsSettings) {
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find("\n{") + 1));
   EXPECT_GT(j["ceilings"]["host-to-device, pinned 64 MiB copies"].get<double>(), 0);
   EXPECT_GT(j["ceilings"]["page-cache read"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["device-to-host, pinned 64 MiB copies"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["device-to-host, pageable 64 MiB"].get<double>(), 0);
   EXPECT_TRUE(j["settings"].contains("threads"));
   EXPECT_TRUE(j["machine"].contains("memlock_limit_bytes"));
   EXPECT_TRUE(j["machine"].contains("file_system"));
