@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -129,47 +130,14 @@ class Bench {
     return direct_gbps_ > 0 ? std::min(h2d_gbps_, direct_gbps_) : WarmCeiling();
   }
 
-  // hoist's own load, `runs` times; the last is verified byte-exact (after every timed run:
-  // reading 20 GiB back from the device is not something a timed load should follow).
+  // hoist's own load, `runs` times.
   Status RunHoist(const std::string& mode, IoMode io, int runs, const std::string& label) {
-    Row row;
-    row.strategy = label;
-    row.mode = mode;
-    std::vector<double> rates;
-    ReleaseCachedMemory();  // the first run pins its staging memory; later runs reuse it
-    for (int r = 0; r < runs; ++r) {
-      if (mode == "cold") row.note = MakeCold(dir_);
-      Settle();
-      LoadOptions options;
-      options.threads = flags_.threads;
-      options.chunk_bytes = static_cast<uint64_t>(flags_.chunk_mib * static_cast<double>(kMiB));
-      options.staging_bytes = static_cast<uint64_t>(flags_.staging_mib * static_cast<double>(kMiB));
-      options.io = io;
-      RssSampler rss;
-      const auto start = std::chrono::steady_clock::now();
-      auto loaded = Load(dir_, device_, options);
-      const double wall =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
-      if (!loaded.ok()) return loaded.status().WithContext(label + " " + mode);
-      rates.push_back(static_cast<double>(bytes_) / wall / 1e9);
-      const LoadReport& rep = (*loaded)->report;
-      row.time_to_first_byte_s = rep.phases.plan + rep.phases.allocate;
-      row.runs.push_back({{"gbps", rates.back()},
-                          {"wall_s", wall},
-                          {"plan_s", rep.phases.plan},
-                          {"allocate_s", rep.phases.allocate},
-                          {"allocate_device_s", rep.phases.allocate_device},
-                          {"allocate_staging_s", rep.phases.allocate_staging},
-                          {"stream_s", rep.phases.stream},
-                          {"teardown_s", rep.phases.teardown}});
-      if (r == runs - 1) {
-        HOIST_ASSIGN_OR_RETURN(row.verified, VerifyLoaded(**loaded));
-      }
-      for (const std::string& fb : rep.fallbacks) notes_.push_back(label + ": " + fb);
-    }
-    Finish(row, rates);
-    return Status::Ok();
+    LoadOptions options;
+    options.threads = flags_.threads;
+    options.chunk_bytes = static_cast<uint64_t>(flags_.chunk_mib * static_cast<double>(kMiB));
+    options.staging_bytes = static_cast<uint64_t>(flags_.staging_mib * static_cast<double>(kMiB));
+    options.io = io;
+    return RunRow(label, mode, runs, true, [&] { return Load(dir_, device_, options); });
   }
 
   Status RunReference(const std::string& name, const std::string& mode, int runs) {
@@ -178,30 +146,8 @@ class Bench {
       if (name == ReferenceStrategyName(s)) strategy = s;
     }
     if (!strategy) return Status::InvalidArgument("unknown strategy '" + name + "'");
-    Row row;
-    row.strategy = name;
-    row.mode = mode;
-    std::vector<double> rates;
-    ReleaseCachedMemory();
-    for (int r = 0; r < runs; ++r) {
-      if (mode == "cold") row.note = MakeCold(dir_);
-      Settle();
-      RssSampler rss;
-      auto loaded = LoadWithReferenceStrategy(dir_, device_, *strategy);
-      row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
-      if (!loaded.ok()) {
-        if (loaded.status().code() != Code::kUnavailable) return loaded.status();
-        row.note = "not run: " + loaded.status().message();
-        break;
-      }
-      rates.push_back(static_cast<double>(bytes_) / (*loaded)->report.wall_s / 1e9);
-      row.runs.push_back({{"gbps", rates.back()}, {"wall_s", (*loaded)->report.wall_s}});
-      if (r == runs - 1) {
-        HOIST_ASSIGN_OR_RETURN(row.verified, VerifyLoaded(**loaded));
-      }
-    }
-    Finish(row, rates);
-    return Status::Ok();
+    return RunRow(name, mode, runs, false,
+                  [&] { return LoadWithReferenceStrategy(dir_, device_, *strategy); });
   }
 
   void Print() const {
@@ -302,6 +248,53 @@ class Bench {
   }
 
  private:
+  // One row: `load` `runs` times, each timed from its start to the end of its teardown
+  // (LoadReport::wall_s). The first run pins its staging memory afresh, later ones reuse it.
+  // The last load is verified byte-exact after every timed run: reading 20 GiB back from the
+  // device is not something a timed load should follow. A reference strategy this machine
+  // cannot run (kUnavailable) gets a "not run" note; hoist's own load failing is an error.
+  Status RunRow(const std::string& strategy, const std::string& mode, int runs, bool hoist,
+                const std::function<Result<std::unique_ptr<LoadedModel>>()>& load) {
+    Row row;
+    row.strategy = strategy;
+    row.mode = mode;
+    std::vector<double> rates;
+    ReleaseCachedMemory();
+    for (int r = 0; r < runs; ++r) {
+      if (mode == "cold") row.note = MakeCold(dir_);
+      Settle();
+      RssSampler rss;
+      auto loaded = load();
+      row.peak_host_bytes = std::max(row.peak_host_bytes, rss.Stop());
+      if (!loaded.ok()) {
+        if (hoist || loaded.status().code() != Code::kUnavailable) {
+          return loaded.status().WithContext(strategy + " " + mode);
+        }
+        row.note = "not run: " + loaded.status().message();
+        break;
+      }
+      const LoadReport& rep = (*loaded)->report;
+      rates.push_back(static_cast<double>(bytes_) / rep.wall_s / 1e9);
+      nlohmann::json run = {{"gbps", rates.back()}, {"wall_s", rep.wall_s}};
+      if (hoist) {
+        row.time_to_first_byte_s = rep.phases.plan + rep.phases.allocate;
+        run.update({{"plan_s", rep.phases.plan},
+                    {"allocate_s", rep.phases.allocate},
+                    {"allocate_device_s", rep.phases.allocate_device},
+                    {"allocate_staging_s", rep.phases.allocate_staging},
+                    {"stream_s", rep.phases.stream},
+                    {"teardown_s", rep.phases.teardown}});
+        for (const std::string& fb : rep.fallbacks) notes_.push_back(strategy + ": " + fb);
+      }
+      row.runs.push_back(std::move(run));
+      if (r == runs - 1) {
+        HOIST_ASSIGN_OR_RETURN(row.verified, VerifyLoaded(**loaded));
+      }
+    }
+    Finish(row, rates);
+    return Status::Ok();
+  }
+
   // Before each timed load but the bench's first: the previous one freed its device memory.
   void Settle() {
     if (loads_started_++ > 0 && settle_s_ > 0) {
