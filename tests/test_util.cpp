@@ -12,9 +12,26 @@
 #include <random>
 #include <stdexcept>
 
+#include "base/units.h"
+#include "format/gguf.h"
+#include "format/sample_model.h"
+
 namespace hoist::testing {
 
 std::string CorpusDir() { return HOIST_CORPUS_DIR; }
+
+bool WriteFarGguf(const std::string& path, uint64_t seed) {
+  const std::vector<GgufTensorSpec> specs = {
+      {"near", "F32", {16}, 0},
+      {"past_2g", "Q8_0", {4, 64}, 2 * kGiB + 4096},
+      {"past_4g", "F16", {8, 512}, 2 * kGiB + 4096},
+  };
+  auto fill = [seed](size_t i, uint64_t off, std::span<unsigned char> out) {
+    FillSampleBytes(seed, i, off, out);
+    return true;
+  };
+  return WriteGguf(path, {}, specs, fill).ok();
+}
 
 double TimeBound(double seconds) {
   const char* scale = std::getenv("HOIST_TEST_TIME_SCALE");

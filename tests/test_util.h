@@ -67,4 +67,10 @@ struct CommandResult {
 // Runs the hoist executable with args (each one shell-quoted) and captures its output.
 CommandResult RunHoist(const std::vector<std::string>& args);
 
+// Writes a sparse GGUF (no disk cost) whose tensors "near" (F32 [16], 64 bytes), "past_2g"
+// (Q8_0 [4, 64], 272 bytes, past 2 GiB) and "past_4g" (F16 [8, 512], 8192 bytes, past 4 GiB)
+// hold FillSampleBytes(seed, index, ...): the 64-bit offset squeezed through 32 bits fails
+// there. False when it could not be written.
+bool WriteFarGguf(const std::string& path, uint64_t seed);
+
 }  // namespace hoist::testing

@@ -25,19 +25,13 @@ void ExpectBytes(const std::string& path, const TensorEntry& t, uint64_t seed, s
 TEST(LargeOffsetTest, SparseGgufWithTensorsBeyondTwoAndFourGiB) {
   testing::TempDir dir;
   const std::string path = dir.File("far.gguf");
-  std::vector<GgufTensorSpec> specs = {
-      {"near", "F32", {16}, 0},
-      {"past_2g", "Q8_0", {4, 64}, 2 * kGiB + 4096},
-      {"past_4g", "F16", {8, 512}, 2 * kGiB + 4096},
-  };
-  auto fill = [](size_t i, uint64_t off, std::span<unsigned char> out) {
-    FillSampleBytes(5, i, off, out);
-    return true;
-  };
-  ASSERT_TRUE(WriteGguf(path, {}, specs, fill).ok());
+  ASSERT_TRUE(testing::WriteFarGguf(path, 5));
   auto model = OpenModel(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_EQ(model->tensors.size(), 3u);
+  EXPECT_EQ(model->tensors[0].nbytes, 64u);
+  EXPECT_EQ(model->tensors[1].nbytes, 272u);
+  EXPECT_EQ(model->tensors[2].nbytes, 8192u);
   EXPECT_GT(model->tensors[1].offset, 2 * kGiB);
   EXPECT_GT(model->tensors[2].offset, 4 * kGiB);
   for (size_t i = 0; i < 3; ++i) ExpectBytes(path, model->tensors[i], 5, i);
