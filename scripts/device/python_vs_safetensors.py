@@ -179,6 +179,11 @@ def main():
     cold["safetensors.torch.load_file"] = gb / s
     torch.cuda.empty_cache()
     drop_caches(args.path)
+    t, s = timed(safe_open_to)
+    cold["safetensors safe_open+.to"] = gb / s
+    del t
+    torch.cuda.empty_cache()
+    drop_caches(args.path)
     _, s = timed(lambda: hoist.load_file(args.path, device=dev, direct_io=True))
     cold["hoist.load_file(direct_io=True)"] = gb / s
     torch.cuda.empty_cache()
@@ -238,6 +243,7 @@ def main():
         {"strategy": "hoist.load_file (Python)", "mode": "warm",
          "gbps": out["warm_gbps"]["hoist.load_file"]["median"]},
         {"strategy": "safetensors.torch.load_file", "mode": "cold", "gbps": cold["safetensors.torch.load_file"]},
+        {"strategy": "safetensors safe_open+.to", "mode": "cold", "gbps": cold["safetensors safe_open+.to"]},
         {"strategy": "hoist.load_file (Python)", "mode": "cold", "gbps": cold["hoist.load_file(direct_io=True)"]},
     ]
     with open(args.out, "w") as f:
