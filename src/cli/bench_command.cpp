@@ -45,9 +45,10 @@ struct BenchFlags {
 
 // A load into device memory freed just before streams slower while the driver is still busy
 // with the freed memory: the plain loop into a new 20 GiB allocation made right after freeing
-// the old one ran 49.1-50.1 GB/s against 53.2-53.5 into the same allocation, and 53.0-53.3
-// three seconds after the free (H200, docs/PERFORMANCE.md). A process that loads once never
-// sees it; the bench's repeated loads pause so that each one is measured as that load would be.
+// the old one ran 47.9-50.1 GB/s against 53.1-53.5 into the same allocation, 51 after a pause
+// of 0.1-0.25 s and 52.9-53.3 after 0.5-3 s (H200, runs 19-20, docs/PERFORMANCE.md). A process
+// that loads once never sees it; the bench's repeated loads pause so that each one is measured
+// as that load would be.
 constexpr double kGpuSettleSeconds = 2;
 
 struct Row {
