@@ -92,10 +92,10 @@ class Bench {
       : flags_(flags), dir_(std::move(dir)), device_(std::move(device)) {
     for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
     for (const TensorEntry& t : dir_.tensors) bytes_ += t.nbytes;
+    gpu_ = device_->name().rfind("cuda", 0) == 0 || device_->name().rfind("hip", 0) == 0;
     // host and sim keep "device" memory in this process: it is the destination, not overhead.
-    destination_in_rss_ = device_->name() == "host" || device_->name().rfind("sim", 0) == 0;
-    settle_s_ =
-        flags.settle_s >= 0 ? flags.settle_s : (destination_in_rss_ ? 0.0 : kGpuSettleSeconds);
+    destination_in_rss_ = !gpu_;
+    settle_s_ = flags.settle_s >= 0 ? flags.settle_s : (gpu_ ? kGpuSettleSeconds : 0.0);
   }
 
   Status Ceilings() {
@@ -178,8 +178,7 @@ class Bench {
       }
     }
     const Row* hoist_warm = Find("hoist", "warm");
-    const bool gpu = device_->name().rfind("cuda", 0) == 0 || device_->name().rfind("hip", 0) == 0;
-    if (hoist_warm != nullptr && flags_.repeat > 1 && gpu) {
+    if (hoist_warm != nullptr && flags_.repeat > 1 && gpu_) {
       std::printf(
           "hoist warm, first load in the process (pins its staging memory): %.2f GB/s; "
           "later loads reuse it\n",
@@ -334,7 +333,8 @@ class Bench {
   std::shared_ptr<CheckedDevice> device_;
   std::vector<std::string> paths_;
   uint64_t bytes_ = 0;
-  bool destination_in_rss_ = false;
+  bool gpu_ = false;                 // cuda:N or hip:N
+  bool destination_in_rss_ = false;  // host and sim keep "device" memory in this process
   double settle_s_ = 0;
   int loads_started_ = 0;
   double h2d_gbps_ = 0;
