@@ -92,9 +92,7 @@ class Bench {
       : flags_(flags), dir_(std::move(dir)), device_(std::move(device)) {
     for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
     for (const TensorEntry& t : dir_.tensors) bytes_ += t.nbytes;
-    gpu_ = device_->name().rfind("cuda", 0) == 0 || device_->name().rfind("hip", 0) == 0;
-    // host and sim keep "device" memory in this process: it is the destination, not overhead.
-    destination_in_rss_ = !gpu_;
+    gpu_ = IsGpuDevice(device_->name());
     settle_s_ = flags.settle_s >= 0 ? flags.settle_s : (gpu_ ? kGpuSettleSeconds : 0.0);
   }
 
@@ -313,7 +311,8 @@ class Bench {
   }
 
   void Finish(Row& row, const std::vector<double>& rates) {
-    if (destination_in_rss_) row.peak_host_bytes -= std::min(row.peak_host_bytes, bytes_);
+    // host and sim keep "device" memory in this process: it is the destination, not overhead.
+    if (!gpu_) row.peak_host_bytes -= std::min(row.peak_host_bytes, bytes_);
     row.gbps = Median(rates);
     row.best_gbps = rates.empty() ? 0 : *std::max_element(rates.begin(), rates.end());
     row.first_gbps = rates.empty() ? 0 : rates.front();
@@ -333,8 +332,7 @@ class Bench {
   std::shared_ptr<CheckedDevice> device_;
   std::vector<std::string> paths_;
   uint64_t bytes_ = 0;
-  bool gpu_ = false;                 // cuda:N or hip:N
-  bool destination_in_rss_ = false;  // host and sim keep "device" memory in this process
+  bool gpu_ = false;  // cuda:N or hip:N
   double settle_s_ = 0;
   int loads_started_ = 0;
   double h2d_gbps_ = 0;

@@ -90,7 +90,7 @@ int RunDoctor(const DoctorFlags& f) {
   }
   CheckedDevice& dev = **device;
   const DeviceInfo info = dev.Info();
-  const bool gpu = info.name.rfind("cuda", 0) == 0 || info.name.rfind("hip", 0) == 0;
+  const bool gpu = IsGpuDevice(info.name);
   std::string header = "machine: " + std::to_string(CpuCount()) + " CPUs, " +
                        FormatBytes(PhysicalMemoryBytes()) + " memory (" +
                        FormatBytes(AvailableMemoryBytes()) + " available); device " + info.name +

@@ -68,6 +68,9 @@ Status WaitForCopy(CopyHandle& copy);
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
 
+// Whether an opened device's name ("cuda:N", "hip:N") is a real GPU, not host or sim.
+bool IsGpuDevice(const std::string& name);
+
 // GPU backends keep the pinned staging memory of a finished load for the next load in the
 // process; this unpins and frees it. Thread safe; a no-op where nothing is kept.
 void ReleaseCachedMemory();

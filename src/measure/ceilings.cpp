@@ -72,24 +72,29 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
   return result;
 }
 
+namespace {
+
+// The host side of a copy ceiling: pinned through the device, or ordinary (pageable) memory.
+Result<void*> AllocateCopyHost(CheckedDevice& device, uint64_t bytes, bool pinned) {
+  return pinned ? device.AllocatePinned(bytes) : AllocateHostMemory(bytes, "copy ceiling");
+}
+void FreeCopyHost(CheckedDevice& device, void* host, bool pinned) {
+  if (pinned) {
+    (void)device.FreePinned(host);
+  } else {
+    FreeHostMemory(host);
+  }
+}
+
+}  // namespace
+
 Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
                                        uint64_t total_bytes, bool pinned) {
   constexpr uint64_t kSpan = 1ull << 30;
   copy_bytes = std::min(copy_bytes, kSpan);
   const uint64_t span = std::min(kSpan, std::max(copy_bytes, total_bytes));
-  void* host = nullptr;
-  if (pinned) {
-    HOIST_ASSIGN_OR_RETURN(host, device.AllocatePinned(span));
-  } else {
-    HOIST_ASSIGN_OR_RETURN(host, AllocateHostMemory(span, "h2d ceiling"));
-  }
-  auto free_host = [&] {
-    if (pinned) {
-      (void)device.FreePinned(host);
-    } else {
-      FreeHostMemory(host);
-    }
-  };
+  HOIST_ASSIGN_OR_RETURN(void* host, AllocateCopyHost(device, span, pinned));
+  auto free_host = [&] { FreeCopyHost(device, host, pinned); };
   std::fill_n(static_cast<unsigned char*>(host), span, 0x5A);
   auto target = device.AllocateDevice(span);
   if (!target.ok()) {
@@ -136,8 +141,7 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
 Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
                                        uint64_t total_bytes, bool pinned) {
   HOIST_ASSIGN_OR_RETURN(void* source, device.AllocateDevice(copy_bytes));
-  auto host =
-      pinned ? device.AllocatePinned(copy_bytes) : AllocateHostMemory(copy_bytes, "d2h ceiling");
+  auto host = AllocateCopyHost(device, copy_bytes, pinned);
   if (!host.ok()) {
     (void)device.FreeDevice(source);
     return host.status();
@@ -149,11 +153,7 @@ Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_byte
   for (uint64_t i = 0; status.ok() && i < copies; ++i)
     status = device.CopyToHost(*host, source, copy_bytes);
   result = {copies * copy_bytes, SecondsSince(start)};
-  if (pinned) {
-    (void)device.FreePinned(*host);
-  } else {
-    FreeHostMemory(*host);
-  }
+  FreeCopyHost(device, *host, pinned);
   (void)device.FreeDevice(source);
   if (!status.ok()) return status;
   return result;
