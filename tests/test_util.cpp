@@ -1,9 +1,13 @@
 #include "test_util.h"
 
 #ifndef _WIN32
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #endif
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +15,7 @@
 #include <iterator>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "base/units.h"
 #include "format/gguf.h"
@@ -118,5 +123,75 @@ CommandResult RunHoist(const std::vector<std::string>& args) {
   result.err = Slurp(dir.File("err"));
   return result;
 }
+
+#ifndef _WIN32
+HoistProcess::HoistProcess(const std::vector<std::string>& args, const std::string& stdout_path)
+    : dir_(std::make_unique<TempDir>()),
+      stdout_path_(stdout_path.empty() ? dir_->File("out") : stdout_path) {
+  std::vector<std::string> argv_storage = {HOIST_CLI};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string err_path = dir_->File("err");
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execv(HOIST_CLI, argv.data());
+    ::_exit(127);
+  }
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+}
+
+HoistProcess::~HoistProcess() {
+  if (exit_code_ < 0 && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+std::string HoistProcess::Out() const { return Slurp(stdout_path_); }
+std::string HoistProcess::Err() const { return Slurp(dir_->File("err")); }
+
+bool HoistProcess::WaitUntil(const std::function<bool()>& condition, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (condition()) return true;
+    int status = 0;
+    if (exit_code_ < 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (exit_code_ >= 0) return condition();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+bool HoistProcess::HasOpen(const std::string& path) const {
+  std::error_code ec;
+  const std::filesystem::path want = std::filesystem::canonical(path, ec);
+  if (ec) return false;
+  const std::string fds = "/proc/" + std::to_string(pid_) + "/fd";
+  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(entry.path(), link_ec) == want) return true;
+  }
+  return false;
+}
+
+void HoistProcess::Signal(int signal) const { ::kill(pid_, signal); }
+
+int HoistProcess::Wait(double seconds) {
+  WaitUntil([this] { return exit_code_ >= 0; }, seconds);
+  return exit_code_;
+}
+#endif
 
 }  // namespace hoist::testing

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,41 @@ struct CommandResult {
 };
 // Runs the hoist executable with args (each one shell-quoted) and captures its output.
 CommandResult RunHoist(const std::vector<std::string>& args);
+
+#ifndef _WIN32
+// The hoist executable running as a child process, for tests that act on it while it runs
+// (signals, files changed under it) and bound its run time from the outside: every wait has a
+// deadline, and a child still running when the object goes away is killed.
+class HoistProcess {
+ public:
+  // stdout goes to stdout_path (a file of the object's own when empty); stderr is captured.
+  explicit HoistProcess(const std::vector<std::string>& args, const std::string& stdout_path = "");
+  ~HoistProcess();
+  HoistProcess(const HoistProcess&) = delete;
+  HoistProcess& operator=(const HoistProcess&) = delete;
+
+  int pid() const { return pid_; }
+  std::string Out() const;
+  std::string Err() const;
+  // Polls `condition` until it holds (true), the child ends or `seconds` pass (false).
+  bool WaitUntil(const std::function<bool()>& condition, double seconds);
+  bool WaitForErr(const std::string& text, double seconds) {
+    return WaitUntil([&] { return Err().find(text) != std::string::npos; }, seconds);
+  }
+  // Whether the child holds a descriptor open on `path` (Linux: /proc/PID/fd).
+  bool HasOpen(const std::string& path) const;
+  void Signal(int signal) const;
+  // The exit code (128 + N for signal N), or -1 when it had not ended within `seconds`
+  // (it is then killed).
+  int Wait(double seconds);
+
+ private:
+  std::unique_ptr<class TempDir> dir_;
+  std::string stdout_path_;
+  int pid_ = -1;
+  int exit_code_ = -1;
+};
+#endif
 
 // Writes a sparse GGUF (no disk cost) whose tensors "near" (F32 [16], 64 bytes), "past_2g"
 // (Q8_0 [4, 64], 272 bytes, past 2 GiB) and "past_4g" (F16 [8, 512], 8192 bytes, past 4 GiB)

@@ -4,6 +4,10 @@
  * hoist_status; hoist_last_error() then gives the message (file, byte offset, tensor,
  * device, stage) for the calling thread. No exception crosses this API.
  *
+ * Options out of their bounds (below) are refused with HOIST_INVALID_ARGUMENT before anything
+ * is opened. A model file replaced or written to after hoist_model_open is reported as
+ * HOIST_FILE_CHANGED by the load or the verify that meets it, never loaded silently.
+ *
  * Thread safety: a hoist_model may be read from several threads; one load runs per call.
  * Ownership: what hoist_*_open / hoist_load* return is freed with the matching close/free;
  * strings and arrays returned by hoist stay valid until the object they came from is freed.
@@ -29,7 +33,8 @@ typedef enum hoist_status {
   HOIST_IO_ERROR = 7,
   HOIST_NOT_FOUND = 8,
   HOIST_INVALID_ARGUMENT = 9,
-  HOIST_UNAVAILABLE = 10 /* the device or backend is not present here */
+  HOIST_UNAVAILABLE = 10, /* the device or backend is not present here */
+  HOIST_FILE_CHANGED = 11 /* a model file was replaced or written to after it was opened */
 } hoist_status;
 
 typedef struct hoist_model hoist_model;   /* an opened model: its tensor directory */
@@ -54,13 +59,14 @@ typedef void* (*hoist_destination_fn)(void* user, size_t index, const hoist_tens
 typedef struct hoist_load_options {
   uint32_t struct_size;     /* set by hoist_load_options_init */
   const char* device;       /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
-  int threads;              /* reader threads; 0: chosen from the machine */
-  uint64_t chunk_bytes;     /* 0: default (4 MiB) */
-  uint64_t staging_bytes;   /* staging budget; 0: two chunks per reader */
-  double stall_timeout_s;   /* 0: default (60 s) */
+  int threads;              /* reader threads, 0 to 1024; 0: chosen from the machine */
+  uint64_t chunk_bytes;     /* 4 KiB to 1 GiB; 0: default (4 MiB) */
+  uint64_t staging_bytes;   /* staging budget, at most half the machine's memory; 0: two
+                               chunks per reader */
+  double stall_timeout_s;   /* seconds, above 0 and at most 1e7; 0: default (60 s) */
   int checksum;             /* nonzero: XXH3-64 of every tensor */
   int direct_io;            /* nonzero: bypass the page cache */
-  const char* const* names; /* tensors to load; NULL: all */
+  const char* const* names; /* tensors to load (none NULL); NULL: all */
   size_t name_count;
   hoist_progress_fn progress;
   void* progress_user;

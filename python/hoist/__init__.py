@@ -12,12 +12,16 @@ import os
 from typing import NamedTuple, Tuple
 
 from . import _native
+import math
+
 from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError,
-                      NotFoundError, StalledError)
+                      ModelChangedError, NotFoundError, StalledError, TensorNotFoundError,
+                      UnavailableError)
 from ._progress import ProgressBar
 
 __all__ = ["open", "load_file", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
-           "StalledError", "DeviceError", "CancelledError", "NotFoundError"]
+           "StalledError", "DeviceError", "CancelledError", "NotFoundError", "TensorNotFoundError",
+           "UnavailableError", "ModelChangedError"]
 __version__ = "0.1.0"
 
 # Storage dtypes that map one to one onto torch dtypes (by attribute name; a torch that lacks
@@ -127,7 +131,16 @@ def hoist_device(device):
         if dev.type == "cpu":
             return "host", dev
         if dev.type == "cuda":
+            # Asked before torch is: without a usable GPU torch raises its own errors
+            # (AssertionError, RuntimeError) from deep inside the first allocation.
+            if not torch.cuda.is_available():
+                raise UnavailableError(f"device '{device}': this torch ({torch.__version__}) has "
+                                       f"no usable CUDA device here", "unavailable")
             index = dev.index if dev.index is not None else torch.cuda.current_device()
+            if index >= torch.cuda.device_count():
+                raise UnavailableError(f"device '{device}': there are "
+                                       f"{torch.cuda.device_count()} CUDA devices here",
+                                       "unavailable")
             return f"cuda:{index}", torch.device("cuda", index)
         raise HoistError(f"device '{device}' is not supported: cpu or cuda[:N]", "invalid argument")
     if str(device) != "cpu":
@@ -146,16 +159,33 @@ def _progress_callback(progress):
     raise TypeError("progress must be None, a bool or a callable(done_bytes, total_bytes)")
 
 
+_OPTIONS = ("threads", "chunk_mib", "staging_mib", "stall_timeout", "direct_io", "checksum")
+
+
+def _mib_bytes(options, key):
+    """A MiB option in bytes; hoist's native checks then bound it."""
+    value = options.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{key} must be a number of MiB, not {type(value).__name__}")
+    if not (math.isfinite(value) and 0 <= value <= (1 << 30)):
+        raise HoistError(f"{key} takes a number of MiB from 0 to {1 << 30}, not {value}",
+                         "invalid argument")
+    return int(round(value * (1 << 20)))
+
+
 def fill(model, destinations, device, progress=None, **options):
     """Copies tensors into memory that the caller owns. `destinations`: [(name, address)],
     each with room for the tensor's nbytes on `device` (hoist's name). Returns the report."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
     callback = _progress_callback(progress)
     try:
         return model._native.load_into(
             destinations, device, callback,
             threads=options.get("threads", 0),
-            chunk_bytes=int(options.get("chunk_mib", 0) * (1 << 20)),
-            staging_bytes=int(options.get("staging_mib", 0) * (1 << 20)),
+            chunk_bytes=_mib_bytes(options, "chunk_mib"),
+            staging_bytes=_mib_bytes(options, "staging_mib"),
             stall_timeout_s=float(options.get("stall_timeout", 0.0)),
             checksum=bool(options.get("checksum", False)),
             direct_io=bool(options.get("direct_io", False)))
@@ -175,17 +205,25 @@ def load_file(path, device="cpu", names=None, progress=None, **options):
     page cache), checksum. Ctrl-C raises KeyboardInterrupt and frees what the load allocated.
     """
     model = path if isinstance(path, Model) else Model(path)
+    if isinstance(names, (str, bytes)):
+        raise TypeError(f"names must be a list of tensor names, not a {type(names).__name__}")
     wanted = list(model.tensors) if names is None else list(names)
     for name in wanted:
+        if not isinstance(name, str):
+            raise TypeError(f"names must hold strings, not {type(name).__name__}")
         if name not in model.tensors:
-            raise KeyError(f"{model.path}: no tensor named '{name}'")
+            raise TensorNotFoundError(f"{model.path}: no tensor named '{name}'")
     hoist_name, torch_device = hoist_device(device)
     torch = _torch()
     out = {}
     if torch is not None:
         for name in wanted:
-            out[name] = torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
-                                    device=torch_device)
+            try:
+                out[name] = torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
+                                        device=torch_device)
+            except RuntimeError as e:  # torch.cuda.OutOfMemoryError among them
+                raise DeviceError(f"{model.path}: cannot allocate tensor '{name}' on "
+                                  f"{torch_device}: {e}", "device error") from e
         if torch_device.type == "cuda":
             # Memory from the caching allocator may still be in use by work queued on
             # torch's stream; hoist copies on its own streams.

@@ -25,7 +25,28 @@ class CancelledError(HoistError):
     """The progress callback returned False."""
 
 
+class UnavailableError(HoistError):
+    """The device is not present or usable here (no GPU, a torch without CUDA)."""
+
+
+class TensorNotFoundError(HoistError, KeyError):
+    """No tensor of that name in the model; also a KeyError, as a dict lookup would raise."""
+
+    def __init__(self, message, status="not found"):
+        HoistError.__init__(self, message, status)
+
+    def __str__(self):  # KeyError's own quotes the message
+        return self.args[0]
+
+
+class ModelChangedError(HoistError):
+    """A model file was replaced or written to after it was opened: what was loaded may mix
+    two versions of it. Open the model again."""
+
+
 _BY_STATUS = {
+    "model changed": ModelChangedError,
+    "unavailable": UnavailableError,
     "invalid model": InvalidModelError,
     "stalled": StalledError,
     "device error": DeviceError,

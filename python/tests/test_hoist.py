@@ -237,6 +237,74 @@ class ErrorTest(unittest.TestCase):
         with self.assertRaises((hoist.HoistError, RuntimeError)):
             hoist.load_file(os.path.join(CORPUS, "gguf/dummy-10-tensors.gguf"), device="meta")
 
+    def test_cuda_without_a_gpu_is_a_hoist_error(self):
+        if torch.cuda.is_available():
+            self.skipTest("this torch has a GPU")
+        path = os.path.join(CORPUS, "gguf/dummy-10-tensors.gguf")
+        for device in ("cuda:0", "cuda", 0):
+            with self.assertRaises(hoist.UnavailableError) as caught:
+                hoist.load_file(path, device=device)
+            self.assertIn("no usable CUDA device", str(caught.exception))
+            self.assertEqual(caught.exception.status, "unavailable")
+
+    def test_names_missing_or_of_the_wrong_type(self):
+        path = os.path.join(CORPUS, "gguf/llama-2-tiny-random.gguf")
+        with self.assertRaises(hoist.TensorNotFoundError) as caught:
+            hoist.load_file(path, names=["nope"])
+        self.assertIsInstance(caught.exception, KeyError)  # as a dict lookup would raise
+        self.assertIsInstance(caught.exception, hoist.HoistError)
+        self.assertEqual(str(caught.exception), f"{path}: no tensor named 'nope'")
+        with self.assertRaisesRegex(TypeError, "names must be a list of tensor names, not a str"):
+            hoist.load_file(path, names="output_norm.weight")
+        with self.assertRaisesRegex(TypeError, "names must hold strings, not int"):
+            hoist.load_file(path, names=[1])
+
+    def test_options_out_of_bounds_are_refused(self):
+        path = os.path.join(CORPUS, "gguf/dummy-10-tensors.gguf")
+        for options, text in (({"chunk_mib": float("nan")}, "chunk_mib takes a number of MiB"),
+                              ({"staging_mib": -1}, "staging_mib takes a number of MiB"),
+                              ({"staging_mib": float("inf")}, "staging_mib takes a number of MiB"),
+                              ({"stall_timeout": float("nan")}, "stall timeout of nan"),
+                              ({"threads": 100000}, "threads is 100000"),
+                              ({"chunk_mib": 0.001}, "chunk of 1049 bytes")):
+            with self.assertRaises(hoist.HoistError) as caught:
+                hoist.load_file(path, **options)
+            self.assertIn(text, str(caught.exception))
+            self.assertEqual(caught.exception.status, "invalid argument")
+        with self.assertRaisesRegex(TypeError, "unknown option.*chunk_mb"):
+            hoist.load_file(path, chunk_mb=8)
+        with self.assertRaisesRegex(TypeError, "chunk_mib must be a number"):
+            hoist.load_file(path, chunk_mib="8")
+
+    def test_a_fifo_is_refused_at_once(self):
+        fifo = os.path.join(self.dir.name, "f.safetensors")
+        os.mkfifo(fifo)
+        script = textwrap.dedent(f"""
+            import hoist
+            try:
+                hoist.load_file({fifo!r})
+            except hoist.HoistError as e:
+                print("error:", e)
+            """)
+        # Without the fix the open waits for a writer forever: the timeout is the bound.
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=30, env=dict(os.environ))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(f"error: {fifo}: is a FIFO (named pipe); a model is read from regular files",
+                      run.stdout)
+
+    def test_file_replaced_after_open_is_model_changed(self):
+        path = os.path.join(self.dir.name, "m.safetensors")
+        other = os.path.join(self.dir.name, "other.safetensors")
+        write_safetensors(path, [("x", "U8", (4096,), bytes(4096))])
+        write_safetensors(other, [("x", "U8", (4096,), bytes([1]) * 4096)])
+        model = hoist.open(path)
+        os.replace(other, path)
+        with self.assertRaises(hoist.ModelChangedError) as caught:
+            hoist.load_file(model)
+        self.assertIn("replaced by another file since the model was opened", str(caught.exception))
+        self.assertEqual(caught.exception.status, "model changed")
+
     def test_progress_callable_sees_bytes_and_cancels(self):
         path = os.path.join(self.dir.name, "m.safetensors")
         write_safetensors(path, [("x", "U8", (8 << 20,), bytes(8 << 20))])

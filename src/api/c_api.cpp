@@ -1,7 +1,9 @@
 // The C API (include/hoist/hoist.h) over the core. Statuses become codes here and messages go
 // to a thread-local slot; nothing throws across this boundary.
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "base/platform.h"
@@ -50,6 +52,8 @@ hoist_status Fail(const hoist::Status& status) {
       return HOIST_CANCELLED;
     case hoist::Code::kUnavailable:
       return HOIST_UNAVAILABLE;
+    case hoist::Code::kFileChanged:
+      return HOIST_FILE_CHANGED;
     case hoist::Code::kInternal:
       return HOIST_ERROR;
   }
@@ -57,6 +61,22 @@ hoist_status Fail(const hoist::Status& status) {
 }
 
 hoist_status Invalid(const char* what) { return Fail(hoist::Status::InvalidArgument(what)); }
+
+// Runs an entry point's body so that no exception crosses the C boundary: every failure the
+// core knows of is already a Status; this is the net under the rest (out of memory, a broken
+// invariant in a library).
+template <typename F>
+hoist_status Guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(hoist::Status::Internal("out of memory"));
+  } catch (const std::exception& e) {
+    return Fail(hoist::Status::Internal(std::string("unexpected failure: ") + e.what()));
+  } catch (...) {
+    return Fail(hoist::Status::Internal("unexpected failure"));
+  }
+}
 
 hoist_tensor_info Info(const hoist::TensorEntry& t) {
   return {t.name.c_str(), t.dtype.c_str(), t.shape.data(), static_cast<uint32_t>(t.shape.size()),
@@ -77,11 +97,19 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
   hoist::LoadOptions lo;
   lo.threads = o.threads;
   lo.chunk_bytes = o.chunk_bytes;
-  if (o.staging_bytes != 0) lo.staging_bytes = o.staging_bytes;
-  if (o.stall_timeout_s > 0) lo.stall_timeout_s = o.stall_timeout_s;
+  lo.staging_bytes = o.staging_bytes;
+  if (o.stall_timeout_s != 0) lo.stall_timeout_s = o.stall_timeout_s;  // NaN, < 0: refused below
   lo.checksum = o.checksum != 0;
   lo.io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
-  for (size_t i = 0; o.names != nullptr && i < o.name_count; ++i) lo.names.emplace_back(o.names[i]);
+  if (o.names == nullptr && o.name_count != 0)
+    return Invalid("names is NULL but name_count is not 0");
+  for (size_t i = 0; o.names != nullptr && i < o.name_count; ++i) {
+    if (o.names[i] == nullptr) {
+      return Fail(hoist::Status::InvalidArgument("names[" + std::to_string(i) + "] is NULL"));
+    }
+    lo.names.emplace_back(o.names[i]);
+  }
+  if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
   if (o.progress != nullptr) {
     lo.progress = [&o](const hoist::LoadProgress& p) {
       return o.progress(o.progress_user, p.copied_bytes, p.total_bytes) == 0;
@@ -121,14 +149,16 @@ void hoist_load_options_init(hoist_load_options* options) {
 
 hoist_status hoist_model_open(const char* path, hoist_model** out) {
   if (path == nullptr || out == nullptr) return Invalid("path and out must not be NULL");
-  auto dir = hoist::OpenModel(path);
-  if (!dir.ok()) return Fail(dir.status());
-  auto model = std::make_unique<hoist_model>();
-  model->dir = std::move(dir).value();
-  model->dir.IndexNames();
-  model->metadata_json = hoist::DumpJson(hoist::DirectoryToJson(model->dir)["metadata"]);
-  *out = model.release();
-  return HOIST_OK;
+  return Guarded([&] {
+    auto dir = hoist::OpenModel(path);
+    if (!dir.ok()) return Fail(dir.status());
+    auto model = std::make_unique<hoist_model>();
+    model->dir = std::move(dir).value();
+    model->dir.IndexNames();
+    model->metadata_json = hoist::DumpJson(hoist::DirectoryToJson(model->dir)["metadata"]);
+    *out = model.release();
+    return HOIST_OK;
+  });
 }
 
 void hoist_model_close(hoist_model* model) { delete model; }
@@ -154,21 +184,23 @@ hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_te
 
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index) {
   if (model == nullptr || name == nullptr || index == nullptr) return Invalid("NULL argument");
-  const hoist::TensorEntry* t = model->dir.Find(name);
-  if (t == nullptr)
-    return Fail(hoist::Status::NotFound(std::string("no tensor named '") + name + "'"));
-  *index = static_cast<size_t>(t - model->dir.tensors.data());
-  return HOIST_OK;
+  return Guarded([&] {
+    const hoist::TensorEntry* t = model->dir.Find(name);
+    if (t == nullptr)
+      return Fail(hoist::Status::NotFound(std::string("no tensor named '") + name + "'"));
+    *index = static_cast<size_t>(t - model->dir.tensors.data());
+    return HOIST_OK;
+  });
 }
 
 hoist_status hoist_load(hoist_model* model, const hoist_load_options* options, hoist_loaded** out) {
-  return LoadImpl(model, options, nullptr, nullptr, out);
+  return Guarded([&] { return LoadImpl(model, options, nullptr, nullptr, out); });
 }
 
 hoist_status hoist_load_into(hoist_model* model, const hoist_load_options* options,
                              hoist_destination_fn destination, void* user, hoist_loaded** out) {
   if (destination == nullptr) return Invalid("destination must not be NULL");
-  return LoadImpl(model, options, destination, user, out);
+  return Guarded([&] { return LoadImpl(model, options, destination, user, out); });
 }
 
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
@@ -186,14 +218,16 @@ hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uin
 
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
   if (loaded == nullptr) return Invalid("loaded must not be NULL");
-  auto found =
-      hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
-  if (!found.ok()) return Fail(found.status());
-  if (mismatches != nullptr) *mismatches = found->size();
-  if (found->empty()) return HOIST_OK;
-  return Fail(hoist::Status::VerifyMismatch("tensor '" + found->front().tensor +
-                                            "' differs from the file at byte " +
-                                            std::to_string(found->front().file_offset)));
+  return Guarded([&] {
+    auto found =
+        hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
+    if (!found.ok()) return Fail(found.status());
+    if (mismatches != nullptr) *mismatches = found->size();
+    if (found->empty()) return HOIST_OK;
+    return Fail(hoist::Status::VerifyMismatch("tensor '" + found->front().tensor +
+                                              "' differs from the file at byte " +
+                                              std::to_string(found->front().file_offset)));
+  });
 }
 
 const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
@@ -230,6 +264,8 @@ const char* hoist_status_name(hoist_status status) {
       return "invalid argument";
     case HOIST_UNAVAILABLE:
       return "unavailable";
+    case HOIST_FILE_CHANGED:
+      return "model changed";
   }
   return "unknown";
 }

@@ -27,6 +27,8 @@ std::string_view CodeName(Code code) {
       return "cancelled";
     case Code::kUnavailable:
       return "unavailable";
+    case Code::kFileChanged:
+      return "model changed";
     case Code::kInternal:
       return "internal error";
   }

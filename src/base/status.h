@@ -23,6 +23,7 @@ enum class Code : uint8_t {
   kVerifyMismatch,   // bytes on the device differ from the file's
   kCancelled,        // the caller (or a signal) cancelled the work
   kUnavailable,      // the device or feature is not present on this machine
+  kFileChanged,      // a model file was replaced or written to after it was opened
   kInternal,         // a broken invariant inside hoist
 };
 
@@ -50,6 +51,9 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string message) { return {Code::kCancelled, std::move(message)}; }
   static Status Unavailable(std::string message) {
     return {Code::kUnavailable, std::move(message)};
+  }
+  static Status FileChanged(std::string message) {
+    return {Code::kFileChanged, std::move(message)};
   }
   static Status Internal(std::string message) { return {Code::kInternal, std::move(message)}; }
 

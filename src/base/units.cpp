@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace hoist {
@@ -62,7 +63,9 @@ Result<double> ParseScaled(std::string_view text) {
   if (digits == 0) return Status::InvalidArgument("not a size: '" + std::string(text) + "'");
   double number = 0;
   try {
-    number = std::stod(std::string(s.substr(0, digits)));
+    size_t used = 0;
+    number = std::stod(std::string(s.substr(0, digits)), &used);
+    if (used != digits) throw std::invalid_argument("two decimal points");
   } catch (...) {
     return Status::InvalidArgument("not a size: '" + std::string(text) + "'");
   }
@@ -78,7 +81,8 @@ Result<double> ParseScaled(std::string_view text) {
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
   HOIST_ASSIGN_OR_RETURN(double bytes, ParseScaled(text));
-  if (!(bytes >= 0) || bytes >= 18446744073709551615.0) {
+  // Below 2^63: llround's result must fit a signed 64-bit integer.
+  if (!(bytes >= 0) || bytes >= 9223372036854775808.0) {
     return Status::InvalidArgument("size out of range: '" + std::string(text) + "'");
   }
   return static_cast<uint64_t>(std::llround(bytes));
@@ -88,9 +92,20 @@ Result<double> ParseByteRate(std::string_view text) {
   std::string_view s = Trim(text);
   if (s.size() > 2 && EqualsIgnoreCase(s.substr(s.size() - 2), "/s")) s.remove_suffix(2);
   HOIST_ASSIGN_OR_RETURN(double rate, ParseScaled(s));
-  if (!(rate > 0))
-    return Status::InvalidArgument("rate must be positive: '" + std::string(text) + "'");
+  // At least a byte a second: durations computed from a rate stay within 64-bit nanoseconds.
+  if (!(rate >= 1))
+    return Status::InvalidArgument("rate must be at least 1 B/s: '" + std::string(text) + "'");
   return rate;
+}
+
+Result<uint64_t> MebibytesToBytes(double mib, std::string_view option) {
+  constexpr double kMaxMib = 1024.0 * 1024 * 1024;  // 1 PiB
+  if (!(mib >= 0 && mib <= kMaxMib)) {              // false for NaN too
+    return Status::InvalidArgument(std::string(option) + " takes a number of MiB from 0 to " +
+                                   std::to_string(static_cast<uint64_t>(kMaxMib)) + ", not " +
+                                   std::to_string(mib));
+  }
+  return static_cast<uint64_t>(std::llround(mib * static_cast<double>(kMiB)));
 }
 
 std::string FormatBytes(uint64_t bytes) {

@@ -19,6 +19,10 @@ Result<uint64_t> ParseByteSize(std::string_view text);
 // Parses a rate such as "5GB/s" or "800MiB/s" into bytes per second.
 Result<double> ParseByteRate(std::string_view text);
 
+// A size given in MiB as a number (a command-line flag, a Python argument) in bytes; an
+// invalid-argument error naming `option` for NaN, infinities, negatives and sizes past 1 PiB.
+Result<uint64_t> MebibytesToBytes(double mib, std::string_view option);
+
 // "1.50 GiB", "512.0 MiB", "17 B".
 std::string FormatBytes(uint64_t bytes);
 // Decimal gigabytes per second with two decimals: "53.70 GB/s".

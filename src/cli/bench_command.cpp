@@ -18,6 +18,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/load_flags.h"
 #include "device/checked_device.h"
 #include "device/host_memory.h"
 #include "format/model.h"
@@ -36,9 +37,7 @@ struct BenchFlags {
   bool cold = false;
   int repeat = 3;
   std::string json_path;
-  int threads = 0;
-  double chunk_mib = 0;
-  double staging_mib = 0;  // 0: two buffers per reader
+  LoadSettingFlags settings;  // hoist's own load
   std::vector<std::string> strategies = {"mmap-pageable", "pinned-4x1MiB", "direct-4x64MiB"};
   double settle_s = -1;  // < 0: kGpuSettleSeconds on GPUs, 0 on host and sim
 };
@@ -88,8 +87,12 @@ std::string MakeCold(const TensorDirectory& dir) {
 
 class Bench {
  public:
-  Bench(const BenchFlags& flags, TensorDirectory dir, std::shared_ptr<CheckedDevice> device)
-      : flags_(flags), dir_(std::move(dir)), device_(std::move(device)) {
+  Bench(const BenchFlags& flags, LoadOptions load_options, TensorDirectory dir,
+        std::shared_ptr<CheckedDevice> device)
+      : flags_(flags),
+        load_options_(std::move(load_options)),
+        dir_(std::move(dir)),
+        device_(std::move(device)) {
     for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
     for (const TensorEntry& t : dir_.tensors) bytes_ += t.nbytes;
     gpu_ = IsGpuDevice(device_->name());
@@ -131,10 +134,7 @@ class Bench {
 
   // hoist's own load, `runs` times.
   Status RunHoist(const std::string& mode, IoMode io, int runs, const std::string& label) {
-    LoadOptions options;
-    options.threads = flags_.threads;
-    options.chunk_bytes = static_cast<uint64_t>(flags_.chunk_mib * static_cast<double>(kMiB));
-    options.staging_bytes = static_cast<uint64_t>(flags_.staging_mib * static_cast<double>(kMiB));
+    LoadOptions options = load_options_;
     options.io = io;
     return RunRow(label, mode, runs, true, [&] { return Load(dir_, device_, options); });
   }
@@ -328,6 +328,7 @@ class Bench {
   }
 
   const BenchFlags& flags_;
+  const LoadOptions load_options_;
   TensorDirectory dir_;
   std::shared_ptr<CheckedDevice> device_;
   std::vector<std::string> paths_;
@@ -345,11 +346,13 @@ class Bench {
 int RunBench(BenchFlags f) {
   std::erase_if(f.strategies, [](const std::string& s) { return s.empty() || s == "none"; });
   InstallStopSignalHandlers();
+  auto options = ToLoadOptions(f.settings);
+  if (!options.ok()) return ReportFailure(options.status());
   auto dir = OpenModel(f.path);
   if (!dir.ok()) return ReportFailure(dir.status());
   auto device = OpenDevice(f.device);
   if (!device.ok()) return ReportFailure(device.status());
-  Bench bench(f, std::move(dir).value(), std::move(device).value());
+  Bench bench(f, std::move(options).value(), std::move(dir).value(), std::move(device).value());
   std::fprintf(stderr, "hoist bench: measuring ceilings\n");
   if (Status s = bench.Ceilings(); !s.ok()) return ReportFailure(s);
   std::fprintf(stderr, "hoist bench: hoist, warm\n");
@@ -403,14 +406,8 @@ Runner RegisterBench(CLI::App& app) {
                   "seconds to pause before each load after the first, while the GPU driver "
                   "finishes with the memory the previous load freed (default 2 on GPUs, 0 on "
                   "host and sim)")
-      ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--threads", f->threads, "hoist's reader threads (default: from the machine)")
-      ->check(CLI::Range(0, 256));
-  cmd->add_option("--chunk", f->chunk_mib, "hoist's MiB per read (default 4)")
-      ->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f->staging_mib,
-                  "hoist's staging budget in MiB (default: two chunks per reader thread)")
-      ->check(CLI::Range(0.0, 1048576.0));
+      ->check(FiniteRange(0.0, 600.0));
+  AddLoadSettingFlags(cmd, f->settings, false);
   cmd->add_option("--strategies", f->strategies,
                   "reference strategies to run, or none (default: mmap-pageable pinned-4x1MiB "
                   "direct-4x64MiB)")

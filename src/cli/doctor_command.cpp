@@ -192,8 +192,12 @@ int RunDoctor(const DoctorFlags& f) {
       gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
   doctor.Setting("io", "buffered",
                  "page cache; `--io direct` for cold loads where the file system allows");
-  doctor.Print(header);
-  if (f.json) std::cout << doctor.json().dump(2) << "\n";
+  // stdout holds one document: the table, or (--json) the JSON alone.
+  if (f.json) {
+    std::cout << doctor.json().dump(2) << "\n";
+  } else {
+    doctor.Print(header);
+  }
   return kExitOk;
 }
 
@@ -207,7 +211,7 @@ Runner RegisterDoctor(CLI::App& app) {
   cmd->add_option("PATH", f->path, "a model whose storage to measure (optional)");
   cmd->add_option("--device", f->device,
                   "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
-  cmd->add_flag("--json", f->json, "also print the findings as JSON");
+  cmd->add_flag("--json", f->json, "print the findings as one JSON object instead of the table");
   return [f] { return RunDoctor(*f); };
 }
 

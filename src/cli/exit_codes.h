@@ -15,6 +15,7 @@ enum ExitCode : int {
   kExitStalled = 3,       // the watchdog found a stage that made no progress
   kExitDeviceError = 4,   // the device reported an error
   kExitVerifyMismatch = 5,
+  kExitFileChanged = 6,   // a model file was replaced or written to while hoist read it
   kExitSignalBase = 128,  // cancelled by a signal: 128 + the signal's number
 };
 
@@ -30,6 +31,8 @@ inline int ExitCodeFor(const Status& status) {
       return kExitDeviceError;
     case Code::kVerifyMismatch:
       return kExitVerifyMismatch;
+    case Code::kFileChanged:
+      return kExitFileChanged;
     default:
       return kExitFailure;
   }

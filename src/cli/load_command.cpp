@@ -10,6 +10,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/load_flags.h"
 #include "cli/progress_meter.h"
 #include "device/checked_device.h"
 #include "format/directory_json.h"
@@ -23,35 +24,18 @@ namespace {
 struct LoadFlags {
   std::string path;
   std::string device = "auto";
-  bool checksum = false;
   bool json = false;
   bool quiet = false;
-  int threads = 0;
-  double chunk_mib = 0;
-  double staging_mib = 0;  // 0: two buffers per reader
-  double stall_timeout = 60;
-  std::string io = "buffered";
+  LoadSettingFlags settings;
 };
 
 void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
   cmd->add_option("PATH", f.path, "a model file, index, directory or first GGUF split")->required();
   cmd->add_option("--device", f.device, "auto, host, sim[:key=value,...] or cuda:N")
       ->default_str("auto");
-  cmd->add_flag("--checksum", f.checksum, "XXH3-64 of every tensor over its staged bytes");
   cmd->add_flag("--json", f.json, "print the summary as one JSON object on stdout");
   cmd->add_flag("--quiet", f.quiet, "no progress display");
-  cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
-      ->check(CLI::Range(0, 256));
-  cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4)")
-      ->check(CLI::Range(0.0, 4096.0));
-  cmd->add_option("--staging", f.staging_mib,
-                  "staging budget in MiB (default: two chunks per reader thread)")
-      ->check(CLI::Range(0.0, 1048576.0));
-  cmd->add_option("--stall-timeout", f.stall_timeout,
-                  "seconds without progress before the load fails with exit 3 (default 60)")
-      ->check(CLI::Range(0.05, 1e7));
-  cmd->add_option("--io", f.io, "buffered (page cache) or direct (O_DIRECT)")
-      ->check(CLI::IsMember({"buffered", "direct"}));
+  AddLoadSettingFlags(cmd, f.settings, true);
 }
 
 void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const std::string& path) {
@@ -105,6 +89,9 @@ nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel
 // Opens, loads; returns the exit code, or -1 with the model loaded.
 int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<LoadedModel>* out) {
   InstallStopSignalHandlers();
+  auto resolved = ToLoadOptions(f.settings);
+  if (!resolved.ok()) return ReportFailure(resolved.status());
+  LoadOptions options = std::move(resolved).value();
   const auto start = std::chrono::steady_clock::now();
   auto opened = OpenModel(f.path);
   if (!opened.ok()) return ReportFailure(opened.status());
@@ -118,13 +105,6 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   if (!device.ok()) return ReportFailure(device.status());
   const double device_open =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
-  LoadOptions options;
-  options.threads = f.threads;
-  options.chunk_bytes = static_cast<uint64_t>(f.chunk_mib * static_cast<double>(kMiB));
-  options.staging_bytes = static_cast<uint64_t>(f.staging_mib * static_cast<double>(kMiB));
-  options.stall_timeout_s = f.stall_timeout;
-  options.checksum = f.checksum;
-  options.io = f.io == "direct" ? IoMode::kDirect : IoMode::kBuffered;
   ProgressMeter meter(!f.quiet);
   options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
   auto loaded = Load(*dir, std::move(device).value(), options);
@@ -176,6 +156,10 @@ Runner RegisterVerify(CLI::App& app) {
     TensorDirectory dir;
     std::unique_ptr<LoadedModel> model;
     if (int code = OpenAndLoad(*flags, &dir, &model); code >= 0) return code;
+    if (!flags->quiet) {
+      std::fprintf(stderr, "hoist: verifying %zu tensors against the file\n",
+                   model->report.tensors);
+    }
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;
     auto mismatches = Verify(dir, *model, model->report.threads, kListed);

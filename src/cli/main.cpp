@@ -1,6 +1,10 @@
 // hoist: load model weights into device memory at the speed of the slowest link.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,7 +18,7 @@ int main(int argc, char** argv) {
       "hoist loads model weights (GGUF, safetensors, sharded sets) into GPU or host memory\n"
       "at the speed of the machine's slowest link, and never hangs doing it.\n\n"
       "Exit codes: 0 ok, 1 other failure, 2 invalid model, 3 stalled, 4 device error,\n"
-      "5 verify mismatch, 128+N cancelled by signal N."};
+      "5 verify mismatch, 6 model file changed while read, 128+N cancelled by signal N."};
   app.require_subcommand(1);
   // Paths may start with '/', so never read "/x" as an option (CLI11's default on Windows).
   app.allow_windows_style_options(false);
@@ -35,8 +39,26 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : hoist::cli::kExitFailure;
   }
-  for (auto& [name, run] : runners) {
-    if (app.got_subcommand(name)) return run();
+  int code = hoist::cli::kExitFailure;
+  try {
+    for (auto& [name, run] : runners) {
+      if (app.got_subcommand(name)) code = run();
+    }
+  } catch (const std::exception& e) {
+    // Every failure the code knows of is a Status; this is the net under the ones it does not.
+    code = hoist::cli::ReportFailure(
+        hoist::Status::Internal(std::string("unexpected failure: ") + e.what()));
   }
-  return hoist::cli::kExitFailure;
+  // Output that never reached its destination (a full disk, a closed pipe) is a failure, not
+  // a success with nothing to show for it.
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout) {
+    const int err = errno;  // 0 when only an earlier write failed
+    std::fprintf(stderr, "hoist: cannot write to standard output: %s\n",
+                 err != 0 ? std::strerror(err)  // NOLINT(concurrency-mt-unsafe)
+                          : "an earlier write failed");
+    if (code == hoist::cli::kExitOk) code = hoist::cli::kExitFailure;
+  }
+  return code;
 }

@@ -1,5 +1,7 @@
 #include "device/copy_engine.h"
 
+#include "base/threads.h"
+
 namespace hoist {
 
 struct CopyEngine::Pending {
@@ -35,16 +37,28 @@ class EngineHandle final : public CopyHandle {
 
 }  // namespace
 
-CopyEngine::CopyEngine(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+Status CopyEngine::Start(int threads) {
+  for (int i = 0; i < threads; ++i) {
+    HOIST_ASSIGN_OR_RETURN(std::thread t, StartThread("a copy engine thread", [this] { Run(); }));
+    threads_.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
+void CopyEngine::WaitUntil(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const uint64_t abandons = abandons_;
+  cut_short_.wait_until(lock, deadline, [&] { return abandons_ != abandons || stopping_; });
 }
 
 CopyEngine::~CopyEngine() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    ++abandons_;
   }
   wake_.notify_all();
+  cut_short_.notify_all();
   for (std::thread& t : threads_) t.join();
   for (auto& p : queue_) p->state.store(3, std::memory_order_release);
 }
@@ -69,6 +83,8 @@ void CopyEngine::Abandon() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (auto& p : queue_) p->state.store(3, std::memory_order_release);
   queue_.clear();
+  ++abandons_;
+  cut_short_.notify_all();
   idle_.wait(lock, [this] { return running_ == 0; });
   hung_ = false;  // what hung was dropped; the engine takes new copies again
 }

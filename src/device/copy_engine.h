@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,16 +27,23 @@ class CopyEngine {
  public:
   using Job = std::function<JobResult()>;
 
-  explicit CopyEngine(int threads);
+  CopyEngine() = default;
   // Stops the threads; jobs not yet run are abandoned.
   ~CopyEngine();
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
+  // Starts the engine's threads; an error when the process cannot start them all.
+  Status Start(int threads);
   std::unique_ptr<CopyHandle> Submit(Job job);
   // Abandons every job not yet run (their handles report an error) and waits for the ones
-  // running. After it returns no abandoned job touches memory; new jobs are taken as before.
+  // running, which return at once from WaitUntil. After it returns no abandoned job touches
+  // memory; new jobs are taken as before.
   void Abandon();
+  // For a job that models time (the sim's latency and bandwidth): sleeps until `deadline`, or
+  // less when Abandon() or the destructor is called meanwhile. Only after a job's last touch
+  // of memory, so that cutting the sleep short is safe.
+  void WaitUntil(std::chrono::steady_clock::time_point deadline);
 
  private:
   struct Pending;
@@ -47,7 +55,9 @@ class CopyEngine {
   bool stopping_ = false;
   bool hung_ = false;  // a job hung: the engine completes nothing more (the ROCm SDMA hang)
   int running_ = 0;
+  uint64_t abandons_ = 0;  // how many Abandon() calls (and the destructor) have begun
   std::condition_variable idle_;
+  std::condition_variable cut_short_;  // wakes WaitUntil
   std::vector<std::thread> threads_;
 };
 

@@ -9,7 +9,7 @@
 
 namespace hoist {
 
-std::unique_ptr<Device> MakeHostDevice(int workers);
+Result<std::unique_ptr<Device>> MakeHostDevice(int workers);
 #if defined(HOIST_HAVE_GPU)
 Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams);
 int GpuDeviceCount();

@@ -11,7 +11,8 @@ namespace {
 
 class HostDevice final : public Device {
  public:
-  explicit HostDevice(int workers) : workers_(workers), engine_(workers) {}
+  explicit HostDevice(int workers) : workers_(workers) {}
+  Status Start() { return engine_.Start(workers_); }
 
   DeviceInfo Info() override {
     return {"host", "host memory, copies by " + std::to_string(workers_) + " memcpy threads",
@@ -60,8 +61,10 @@ class HostDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> MakeHostDevice(int workers) {
-  return std::make_unique<HostDevice>(workers);
+Result<std::unique_ptr<Device>> MakeHostDevice(int workers) {
+  auto device = std::make_unique<HostDevice>(workers);
+  HOIST_RETURN_IF_ERROR(device->Start());
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 }  // namespace hoist

@@ -17,7 +17,8 @@ using Clock = std::chrono::steady_clock;
 
 class SimDevice final : public Device {
  public:
-  explicit SimDevice(const SimOptions& o) : options_(o), engine_(o.engines) {}
+  explicit SimDevice(const SimOptions& o) : options_(o) {}
+  Status Start() { return engine_.Start(options_.engines); }
 
   DeviceInfo Info() override {
     return {"sim", "simulated DMA engine at " + FormatRate(options_.bandwidth),
@@ -87,7 +88,13 @@ class SimDevice final : public Device {
   }
 
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
+    const Clock::time_point start = Clock::now();
     std::memcpy(dst, src, n);
+    if (options_.readback_bandwidth > 0) {
+      std::this_thread::sleep_until(
+          start + std::chrono::nanoseconds(static_cast<int64_t>(
+                      static_cast<double>(n) / options_.readback_bandwidth * 1e9)));
+    }
     return Status::Ok();
   }
 
@@ -134,7 +141,7 @@ class SimDevice final : public Device {
     if (options_.corrupt_at >= before && options_.corrupt_at < before + n) {
       static_cast<unsigned char*>(dst)[options_.corrupt_at - before] ^= 0xFF;
     }
-    std::this_thread::sleep_until(done);
+    engine_.WaitUntil(done);  // the bytes have moved: an abandon may cut the modelled time short
     return {};
   }
 
@@ -172,8 +179,14 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
     };
     if (key == "bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.bandwidth, ParseByteRate(value));
+    } else if (key == "readback_bandwidth") {
+      HOIST_ASSIGN_OR_RETURN(o.readback_bandwidth, ParseByteRate(value));
     } else if (key == "latency_us") {
       HOIST_RETURN_IF_ERROR(size(&o.latency_us));
+      // A million seconds: far past any stall timeout, still exact in 64-bit nanoseconds.
+      if (o.latency_us > 1'000'000'000'000) {
+        return Status::InvalidArgument("sim option latency_us takes at most 1000000000000");
+      }
     } else if (key == "mem") {
       HOIST_RETURN_IF_ERROR(size(&o.mem));
     } else if (key == "pinned_limit") {
@@ -201,8 +214,10 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
   return o;
 }
 
-std::unique_ptr<Device> MakeSimDevice(const SimOptions& options) {
-  return std::make_unique<SimDevice>(options);
+Result<std::unique_ptr<Device>> MakeSimDevice(const SimOptions& options) {
+  auto device = std::make_unique<SimDevice>(options);
+  HOIST_RETURN_IF_ERROR(device->Start());
+  return std::unique_ptr<Device>(std::move(device));
 }
 
 }  // namespace hoist

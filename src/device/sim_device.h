@@ -8,6 +8,7 @@
 //   reject_pageable=1 a copy of 1 MiB or more from memory that is not pinned never completes
 //   corrupt_at=N      flips the byte at this position of the copied stream (tests verify)
 //   engines=N         DMA engines working in parallel (default 1)
+//   readback_bandwidth=RATE  device-to-host rate (verify's read-back); default: unlimited
 // Sizes take KiB, MiB, GiB, KB, MB, GB.
 #pragma once
 
@@ -29,12 +30,13 @@ struct SimOptions {
   bool reject_pageable = false;
   uint64_t corrupt_at = UINT64_MAX;
   int engines = 1;
+  double readback_bandwidth = 0;  // bytes per second; 0: unlimited
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;
 
 // Parses the part after "sim:" (may be empty).
 Result<SimOptions> ParseSimOptions(const std::string& text);
-std::unique_ptr<Device> MakeSimDevice(const SimOptions& options);
+Result<std::unique_ptr<Device>> MakeSimDevice(const SimOptions& options);
 
 }  // namespace hoist

@@ -52,7 +52,7 @@ class GgufParser {
 
   Result<TensorDirectory> Parse() {
     dir_.format = "gguf";
-    dir_.files.push_back({file_.path(), file_.size()});
+    dir_.files.push_back({file_.path(), file_.size(), file_.identity()});
     HOIST_RETURN_IF_ERROR(ParsePreamble());
     HOIST_RETURN_IF_ERROR(ParseMetadata());
     HOIST_RETURN_IF_ERROR(ParseTensorInfos());

@@ -222,12 +222,13 @@ Result<TensorDirectory> OpenGgufSplits(const std::string& first, const SplitName
 
 Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
   const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index)) return OpenSafetensorsIndex(index.generic_string());
+  std::error_code ec;
+  if (fs::exists(index, ec)) return OpenSafetensorsIndex(index.generic_string());
   std::vector<std::string> safetensors;
   std::vector<std::string> gguf;
-  std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_regular_file()) continue;
+    std::error_code type_error;  // an entry that cannot be examined is passed over
+    if (!entry.is_regular_file(type_error)) continue;
     const std::string p = entry.path().generic_string();
     if (EndsWith(p, ".safetensors")) safetensors.push_back(p);
     if (EndsWith(p, ".gguf")) gguf.push_back(p);
@@ -266,7 +267,13 @@ Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
 Result<TensorDirectory> OpenModel(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return Status::NotFound(path + ": no such file or directory");
+  if (ec || !fs::exists(st)) {
+    // What the system said: a missing file, a link loop, a name too long, a directory that
+    // may not be searched are different troubles with different cures.
+    if (!ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    const Code code = ec == std::errc::no_such_file_or_directory ? Code::kNotFound : Code::kIoError;
+    return Status(code, path + ": " + ec.message());
+  }
   if (fs::is_directory(st)) return OpenDirectory(path);
   if (EndsWith(path, ".json")) return OpenSafetensorsIndex(path);
   SplitName split;

@@ -18,7 +18,7 @@ class SafetensorsParser {
 
   Result<TensorDirectory> Parse() {
     dir_.format = "safetensors";
-    dir_.files.push_back({file_.path(), file_.size()});
+    dir_.files.push_back({file_.path(), file_.size(), file_.identity()});
     if (file_.size() < 8) {
       return in_.Invalid(0, "file is " + std::to_string(file_.size()) +
                                 " bytes, shorter than the 8-byte header length");

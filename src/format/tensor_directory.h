@@ -9,11 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/file.h"
+
 namespace hoist {
 
 struct FileEntry {
   std::string path;
-  uint64_t size = 0;  // bytes
+  uint64_t size = 0;      // bytes
+  FileIdentity identity;  // as parsed: a load or verify refuses a file that is no longer it
 };
 
 struct MetadataEntry {

@@ -31,6 +31,8 @@ class FaultInjectionFile final : public File {
   uint64_t size() const override { return target_->size(); }
   bool direct() const override { return target_->direct(); }
   uint64_t direct_alignment() const override { return target_->direct_alignment(); }
+  FileIdentity identity() const override { return target_->identity(); }
+  Result<FileIdentity> CurrentIdentity() override { return target_->CurrentIdentity(); }
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override;
   Status Advise(AccessHint hint, uint64_t offset, uint64_t length) override {
     return target_->Advise(hint, offset, length);

@@ -40,6 +40,19 @@ Status File::ReadAtLeast(uint64_t offset, void* dst, size_t need, size_t ask) {
   return Status::Ok();
 }
 
+std::string DescribeFileChange(const FileIdentity& was, const FileIdentity& now) {
+  if (!was.known || !now.known) return {};
+  if (was.device != now.device || was.inode != now.inode) return "replaced by another file";
+  if (was.size != now.size) {
+    return "written to (its size went from " + std::to_string(was.size) + " to " +
+           std::to_string(now.size) + " bytes)";
+  }
+  if (was.modified_ns != now.modified_ns) {
+    return "written to (its modification time changed)";
+  }
+  return {};
+}
+
 Result<unsigned char*> File::ReadCovering(uint64_t offset, unsigned char* dst, size_t n) {
   if (!direct()) {
     HOIST_RETURN_IF_ERROR(ReadExact(offset, dst, n));

@@ -24,6 +24,21 @@ enum class AccessHint : uint8_t {
   kDropCache,   // the range's cached pages are no longer needed
 };
 
+// What a file was when it was opened, to tell later whether the name now leads to another file
+// (replaced by a rename) or the file was written to. Windows: volume serial and file index.
+struct FileIdentity {
+  bool known = false;  // false for sources without one (memory); such files are never compared
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  // Last write, nanoseconds since the epoch. (Not the status-change time: renaming another file
+  // over this one changes that, and the bytes read through an open handle stay the same.)
+  int64_t modified_ns = 0;
+};
+// How `now` differs from `was`, in words ("replaced by another file", "written to: ..."), or
+// an empty string when they are the same file, unchanged, or either is unknown.
+std::string DescribeFileChange(const FileIdentity& was, const FileIdentity& now);
+
 // One call's outcome of File::ReadSome.
 struct RawRead {
   size_t bytes = 0;          // 0 with !interrupted means end of file
@@ -45,6 +60,10 @@ class File {
   virtual bool direct() const { return false; }
   // Alignment that direct reads need, in bytes (1 when not direct).
   virtual uint64_t direct_alignment() const { return 1; }
+  // What the file was when opened, and what it is now (asked of the open handle, so a name
+  // replaced by a rename does not change it; a write to the file does).
+  virtual FileIdentity identity() const { return {}; }
+  virtual Result<FileIdentity> CurrentIdentity() { return FileIdentity{}; }
 
   // One positional read of at most n bytes at offset; may return fewer bytes than asked.
   virtual Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) = 0;
@@ -94,6 +113,8 @@ class MappedFile {
   virtual uint64_t size() const = 0;
 };
 
+// Opens a regular file; anything else (a FIFO, a device, a socket, a directory) is refused at
+// once, without blocking, as kInvalidArgument.
 Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options = {});
 Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path);
 // Creates or truncates path.

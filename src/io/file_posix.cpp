@@ -20,16 +20,45 @@ static_assert(sizeof(off_t) == 8, "hoist needs a 64-bit off_t (build with _FILE_
 // pread and pwrite take at most SSIZE_MAX bytes; Linux moves at most 0x7ffff000 per call.
 constexpr size_t kMaxIoPerCall = size_t{1} << 30;
 
+FileIdentity IdentityOf(const struct stat& st) {
+  auto ns = [](const struct timespec& t) {
+    return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + static_cast<int64_t>(t.tv_nsec);
+  };
+  FileIdentity id;
+  id.known = true;
+  id.device = static_cast<uint64_t>(st.st_dev);
+  id.inode = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.modified_ns = ns(st.st_mtim);
+  return id;
+}
+
+// What a file of this type is called in an error message.
+const char* FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 class PosixFile final : public File {
  public:
-  PosixFile(std::string path, int fd, uint64_t size, bool direct)
-      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
+  PosixFile(std::string path, int fd, const FileIdentity& identity, bool direct)
+      : path_(std::move(path)), fd_(fd), identity_(identity), direct_(direct) {}
   ~PosixFile() override { ::close(fd_); }
 
   const std::string& path() const override { return path_; }
-  uint64_t size() const override { return size_; }
+  uint64_t size() const override { return identity_.size; }
   bool direct() const override { return direct_; }
   uint64_t direct_alignment() const override { return direct_ ? 4096 : 1; }
+  FileIdentity identity() const override { return identity_; }
+  Result<FileIdentity> CurrentIdentity() override {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, "cannot stat", path_);
+    return IdentityOf(st);
+  }
 
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
     if (offset > static_cast<uint64_t>(INT64_MAX)) {
@@ -72,7 +101,7 @@ class PosixFile final : public File {
  private:
   std::string path_;
   int fd_;
-  uint64_t size_;
+  FileIdentity identity_;
   bool direct_;
 };
 
@@ -135,17 +164,48 @@ class PosixMappedFile final : public MappedFile {
   uint64_t size_;
 };
 
+// Opens path with flags and fstats it into *st; anything but a regular file is refused.
+// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever and deaf
+// to signals. Reads of a regular file ignore the flag; it is cleared all the same, so that
+// nothing built on the descriptor later meets EAGAIN.
+Result<int> OpenRegularFile(const std::string& path, int flags, struct stat* st) {
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+#ifdef O_DIRECT
+    if ((flags & O_DIRECT) != 0 && errno == EINVAL) {
+      return Status::Unavailable(path + ": the file system does not support direct I/O");
+    }
+#endif
+    return ErrnoStatus(errno, "cannot open", path);
+  }
+  const char* refused = nullptr;
+  int err = 0;
+  if (::fstat(fd, st) != 0) {
+    err = errno;
+    refused = "cannot stat";
+  } else if (!S_ISREG(st->st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": is " + FileTypeName(st->st_mode) +
+                                   "; a model is read from regular files");
+  } else if (::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    err = errno;
+    refused = "cannot set the file's flags";
+  }
+  if (refused != nullptr) {
+    ::close(fd);
+    return ErrnoStatus(err, refused, path);
+  }
+  return fd;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open", path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, "cannot stat", path);
-  }
+  HOIST_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, O_RDONLY, &st));
   const auto size = static_cast<uint64_t>(st.st_size);
   void* data = nullptr;
   if (size > 0) {
@@ -161,34 +221,15 @@ Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path) {
 }
 
 Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options) {
-  int flags = O_RDONLY | O_CLOEXEC;
+  int flags = O_RDONLY;
 #ifdef O_DIRECT
   if (options.direct) flags |= O_DIRECT;
 #else
   if (options.direct) return Status::Unavailable(path + ": direct I/O is not available here");
 #endif
-  int fd = -1;
-  do {
-    fd = ::open(path.c_str(), flags);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    if (options.direct && errno == EINVAL) {
-      return Status::Unavailable(path + ": the file system does not support direct I/O");
-    }
-    return ErrnoStatus(errno, "cannot open", path);
-  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, "cannot stat", path);
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return Status::InvalidArgument(path + ": is a directory");
-  }
-  return std::unique_ptr<File>(
-      new PosixFile(path, fd, static_cast<uint64_t>(st.st_size), options.direct));
+  HOIST_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, flags, &st));
+  return std::unique_ptr<File>(new PosixFile(path, fd, IdentityOf(st), options.direct));
 }
 
 Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) {

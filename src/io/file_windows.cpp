@@ -52,18 +52,39 @@ class ThreadEvent {
   HANDLE event_;
 };
 
+int64_t FileTimeNs(const FILETIME& t) {
+  const uint64_t ticks = (static_cast<uint64_t>(t.dwHighDateTime) << 32) | t.dwLowDateTime;
+  return static_cast<int64_t>(ticks) * 100;  // 100 ns ticks since 1601; compared, not shown
+}
+
+Result<FileIdentity> IdentityOf(HANDLE handle, const std::string& path) {
+  BY_HANDLE_FILE_INFORMATION info{};
+  if (!::GetFileInformationByHandle(handle, &info)) {
+    return WindowsErrorStatus(::GetLastError(), "cannot read the file's information", path);
+  }
+  FileIdentity id;
+  id.known = true;
+  id.device = info.dwVolumeSerialNumber;
+  id.inode = (static_cast<uint64_t>(info.nFileIndexHigh) << 32) | info.nFileIndexLow;
+  id.size = (static_cast<uint64_t>(info.nFileSizeHigh) << 32) | info.nFileSizeLow;
+  id.modified_ns = FileTimeNs(info.ftLastWriteTime);
+  return id;
+}
+
 // Reads go through an overlapped handle so that threads reading at different offsets run in
 // parallel (a synchronous handle serialises every call on it).
 class WindowsFile final : public File {
  public:
-  WindowsFile(std::string path, HANDLE handle, uint64_t size, bool direct)
-      : path_(std::move(path)), handle_(handle), size_(size), direct_(direct) {}
+  WindowsFile(std::string path, HANDLE handle, const FileIdentity& identity, bool direct)
+      : path_(std::move(path)), handle_(handle), identity_(identity), direct_(direct) {}
   ~WindowsFile() override { ::CloseHandle(handle_); }
 
   const std::string& path() const override { return path_; }
-  uint64_t size() const override { return size_; }
+  uint64_t size() const override { return identity_.size; }
   bool direct() const override { return direct_; }
   uint64_t direct_alignment() const override { return direct_ ? kDirectAlignment : 1; }
+  FileIdentity identity() const override { return identity_; }
+  Result<FileIdentity> CurrentIdentity() override { return IdentityOf(handle_, path_); }
 
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
     thread_local ThreadEvent event;
@@ -90,7 +111,7 @@ class WindowsFile final : public File {
  private:
   std::string path_;
   HANDLE handle_;
-  uint64_t size_;
+  FileIdentity identity_;
   bool direct_;
 };
 
@@ -194,7 +215,7 @@ Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOption
   HOIST_ASSIGN_OR_RETURN(std::wstring wide, WidePath(path));
   const DWORD attributes = ::GetFileAttributesW(wide.c_str());
   if (attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY) != 0) {
-    return Status::InvalidArgument(path + ": is a directory");
+    return Status::InvalidArgument(path + ": is a directory; a model is read from regular files");
   }
   DWORD flags = FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OVERLAPPED;
   if (options.direct) flags |= FILE_FLAG_NO_BUFFERING;
@@ -208,14 +229,19 @@ Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOption
     }
     return WindowsErrorStatus(err, "cannot open", path);
   }
-  LARGE_INTEGER size{};
-  if (!::GetFileSizeEx(handle, &size)) {
-    const DWORD err = ::GetLastError();
+  // A named pipe or a console opens like a file; only disk files are models.
+  if (::GetFileType(handle) != FILE_TYPE_DISK) {
     ::CloseHandle(handle);
-    return WindowsErrorStatus(err, "cannot read the file size", path);
+    return Status::InvalidArgument(path +
+                                   ": is not a regular file (a pipe or a device); a model "
+                                   "is read from regular files");
   }
-  return std::unique_ptr<File>(
-      new WindowsFile(path, handle, static_cast<uint64_t>(size.QuadPart), options.direct));
+  auto identity = IdentityOf(handle, path);
+  if (!identity.ok()) {
+    ::CloseHandle(handle);
+    return identity.status();
+  }
+  return std::unique_ptr<File>(new WindowsFile(path, handle, *identity, options.direct));
 }
 
 Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) {

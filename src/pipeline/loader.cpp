@@ -13,7 +13,9 @@
 
 #include "base/checksum.h"
 #include "base/platform.h"
+#include "base/threads.h"
 #include "base/units.h"
+#include "device/host_memory.h"
 #include "pipeline/staging_pool.h"
 #include "plan/load_plan.h"
 
@@ -354,6 +356,35 @@ uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {
   return 2 * static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes;
 }
 
+uint64_t MaxStagingBytes() {
+  const uint64_t physical = PhysicalMemoryBytes();
+  return physical != 0 ? physical / 2 : 64 * kGiB;
+}
+
+Status CheckLoadOptions(const LoadOptions& options) {
+  if (options.threads < 0 || options.threads > kMaxReaderThreads) {
+    return Status::InvalidArgument("threads is " + std::to_string(options.threads) +
+                                   ": it takes 0 (chosen from the machine) to " +
+                                   std::to_string(kMaxReaderThreads));
+  }
+  if (options.chunk_bytes != 0 &&
+      (options.chunk_bytes < kMinChunkBytes || options.chunk_bytes > kMaxChunkBytes)) {
+    return Status::InvalidArgument(
+        "chunk of " + std::to_string(options.chunk_bytes) + " bytes: it takes 0 (the default) or " +
+        FormatBytes(kMinChunkBytes) + " to " + FormatBytes(kMaxChunkBytes));
+  }
+  if (options.staging_bytes > MaxStagingBytes()) {
+    return Status::InvalidArgument("staging budget of " + FormatBytes(options.staging_bytes) +
+                                   " is more than half of this machine's memory (" +
+                                   FormatBytes(MaxStagingBytes()) + " at most)");
+  }
+  if (!(options.stall_timeout_s > 0) || options.stall_timeout_s > kMaxStallTimeoutSeconds) {
+    return Status::InvalidArgument("stall timeout of " + std::to_string(options.stall_timeout_s) +
+                                   " s: it takes a number of seconds above 0 and at most 1e7");
+  }
+  return Status::Ok();
+}
+
 LoadedModel::~LoadedModel() {
   if (allocation != nullptr && device) (void)device->FreeDevice(allocation);
 }
@@ -362,6 +393,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
                                           const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options) {
   const Clock::time_point start = Clock::now();
+  HOIST_RETURN_IF_ERROR(CheckLoadOptions(options));
   auto model = std::make_unique<LoadedModel>();
   model->device = device;
   LoadReport& report = model->report;
@@ -413,6 +445,11 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       file = open(f.path, o);
     }
     if (!file.ok()) return file.status();
+    if (const std::string change = DescribeFileChange(f.identity, (*file)->identity());
+        !change.empty()) {
+      return Status::FileChanged(f.path + ": " + change +
+                                 " since the model was opened; open the model again");
+    }
     if ((*file)->size() != f.size) {
       return Status::IoError(f.path + ": file is now " + std::to_string((*file)->size()) +
                              " bytes, was " + std::to_string(f.size) + " when it was parsed");
@@ -473,10 +510,20 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   threads.reserve(static_cast<size_t>(job->threads));
   // Each thread reports its exit only after everything it held (buffers) is released.
   for (int r = 0; r < job->threads; ++r) {
-    threads.emplace_back([job, r] {
-      ReaderLoop(job, r);
-      job->Exited();
-    });
+    auto thread = StartThread(
+        "reader thread " + std::to_string(r + 1) + " of " + std::to_string(job->threads), [job, r] {
+          ReaderLoop(job, r);
+          job->Exited();
+        });
+    if (!thread.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(job->exit_mutex);
+        job->running -= job->threads - r;  // these never ran
+      }
+      job->Fail(thread.status().WithContext("fewer threads may do (--threads)"));
+      break;
+    }
+    threads.push_back(std::move(thread).value());
   }
 
   const int64_t stall_ns = static_cast<int64_t>(options.stall_timeout_s * 1e9);
@@ -569,6 +616,19 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
           "allocated until the process exits");
     }
   }
+  // Bytes read through a file that was written to meanwhile may mix two versions of it.
+  for (size_t i = 0; status.ok() && i < job->files.size(); ++i) {
+    auto now = job->files[i]->CurrentIdentity();
+    if (!now.ok()) {
+      status = now.status();
+    } else if (const std::string change =
+                   DescribeFileChange(job->files[i]->identity(), now.value());
+               !change.empty()) {
+      status = Status::FileChanged(job->file_paths[i] + ": " + change +
+                                   " while it was being loaded; the loaded tensors may mix "
+                                   "old and new bytes");
+    }
+  }
   if (!status.ok()) {
     if (all_exited) {
       job->hashes.clear();  // pieces waiting for their checksum hold staging buffers
@@ -593,6 +653,11 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
   std::vector<std::unique_ptr<File>> files;
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(f.path));
+    if (const std::string change = DescribeFileChange(f.identity, file->identity());
+        !change.empty()) {
+      return Status::FileChanged(f.path + ": " + change +
+                                 " since the model was opened; nothing to verify against");
+    }
     files.push_back(std::move(file));
   }
   std::vector<size_t> work;
@@ -613,13 +678,18 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
       const auto* src = static_cast<const unsigned char*>(model.data(work[k]));
       for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
         const uint64_t n = std::min(kPiece, t.nbytes - off);
-        Status s = files[t.file]->ReadExact(t.offset + off, from_file.data(), n);
+        Status s;
+        if (const int sig = StopSignalReceived(); sig != 0) {
+          s = Status::Cancelled("verify cancelled by signal " + std::to_string(sig));
+        }
+        if (s.ok()) s = files[t.file]->ReadExact(t.offset + off, from_file.data(), n);
         if (s.ok())
           s = model.device->CopyToHost(from_device.data(), src + off, n,
                                        model.external_destinations);
         std::lock_guard<std::mutex> lock(mutex);
+        if (!error.ok()) return;  // another worker failed: stop as soon as possible
         if (!s.ok()) {
-          if (error.ok()) error = s;
+          error = s;
           return;
         }
         if (std::memcmp(from_file.data(), from_device.data(), n) != 0) {
@@ -634,9 +704,24 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
     }
   };
   std::vector<std::thread> pool;
-  for (int i = 0; i < std::max(1, threads); ++i) pool.emplace_back(worker);
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    auto thread = StartThread("a verify thread", worker);
+    if (!thread.ok()) {
+      if (pool.empty()) return thread.status();
+      break;  // the ones running share the work
+    }
+    pool.push_back(std::move(thread).value());
+  }
   for (std::thread& t : pool) t.join();
   if (!error.ok()) return error;
+  // A file written to while it was compared explains a mismatch better than the device does.
+  for (size_t i = 0; i < files.size(); ++i) {
+    HOIST_ASSIGN_OR_RETURN(const FileIdentity now, files[i]->CurrentIdentity());
+    if (const std::string change = DescribeFileChange(files[i]->identity(), now); !change.empty()) {
+      return Status::FileChanged(dir.files[i].path + ": " + change +
+                                 " while it was being verified");
+    }
+  }
   return mismatches;
 }
 

@@ -114,9 +114,21 @@ struct Mismatch {
 };
 
 // Reads every loaded tensor back from the device and compares it with the file's bytes.
-// Returns the mismatches (at most max_reported, all tensors checked), or an error.
+// Returns the mismatches (at most max_reported, all tensors checked), or an error: kCancelled
+// on SIGINT/SIGTERM, kFileChanged when a file is no longer the one the model was opened from.
 Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
                                      size_t max_reported);
+
+// The bounds every entry point's options are checked against before anything is opened.
+inline constexpr int kMaxReaderThreads = 1024;
+inline constexpr uint64_t kMinChunkBytes = 4096;  // a page: smaller chunks only multiply work
+inline constexpr uint64_t kMaxChunkBytes = 1ull << 30;
+inline constexpr double kMaxStallTimeoutSeconds = 1e7;
+// The largest staging budget: half of this machine's memory (pinned memory cannot be paged
+// out, so more would starve everything else).
+uint64_t MaxStagingBytes();
+// OK, or an invalid-argument error naming the option and its bounds.
+Status CheckLoadOptions(const LoadOptions& options);
 
 // Defaults chosen from the machine.
 int DefaultReaderThreads();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/threads.h"
 #include "base/units.h"
 #include "device/host_memory.h"
 
@@ -37,9 +38,13 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
   constexpr size_t kUpFront = 4;  // buffers allocated before streaming starts
   std::unique_ptr<StagingPool> pool(new StagingPool());
   pool->device_ = std::move(device);
-  // At least two buffers so reading and copying overlap.
-  buffer_bytes = std::max<uint64_t>(4096, std::min(buffer_bytes, budget_bytes / 2));
-  for (uint64_t size = buffer_bytes;; size /= 2) {
+  // At least two buffers so reading and copying overlap. Whole pages, so that every buffer
+  // carved from an allocation starts on a page: direct reads need 4096-byte-aligned buffers
+  // whatever chunk size was asked for.
+  constexpr uint64_t kPage = 4096;
+  buffer_bytes =
+      AlignUp(std::max<uint64_t>(kPage, std::min(buffer_bytes, budget_bytes / 2)), kPage);
+  for (uint64_t size = buffer_bytes;; size = AlignUp(size / 2, kPage)) {
     const size_t count = static_cast<size_t>(std::max<uint64_t>(2, budget_bytes / size));
     // All of the first buffers in one allocation, else just two.
     for (size_t first : {std::min(count, kUpFront), size_t{2}}) {
@@ -98,7 +103,7 @@ bool StagingPool::TryAddRegion(size_t count) {
 }
 
 void StagingPool::GrowInBackground(size_t have, size_t count) {
-  grower_ = std::thread([this, have, count]() mutable {
+  auto grower = StartThread("the staging pool's allocation thread", [this, have, count]() mutable {
     // First the rest in up to 4 allocations made at once: faulting in (zeroing) fresh pages
     // runs in parallel, so the readers waiting for buffers get them sooner.
     const size_t rest = count - have;
@@ -108,9 +113,11 @@ void StagingPool::GrowInBackground(size_t have, size_t count) {
     std::atomic<size_t> added{0};
     std::vector<std::thread> helpers;
     for (size_t i = 1; i < parts; ++i) {
-      helpers.emplace_back([this, &added, n = sizes[i]] {
+      auto helper = StartThread("a staging allocation thread", [this, &added, n = sizes[i]] {
         if (TryAddRegion(n)) added += n;
       });
+      if (!helper.ok()) break;  // the halving loop below allocates the rest on this thread
+      helpers.push_back(std::move(helper).value());
     }
     if (TryAddRegion(sizes[0])) added += sizes[0];
     for (std::thread& t : helpers) t.join();
@@ -132,6 +139,13 @@ void StagingPool::GrowInBackground(size_t have, size_t count) {
       }
     }
   });
+  if (grower.ok()) {
+    grower_ = std::move(grower).value();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  report_.fallbacks.push_back(grower.status().message() + "; staging with the first " +
+                              std::to_string(have) + " buffers");
 }
 
 StagingPoolReport StagingPool::report() {

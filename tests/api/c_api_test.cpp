@@ -2,9 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
+#include "format/sample_model.h"
 #include "hoist/hoist.hpp"
 #include "test_util.h"
 
@@ -79,6 +85,91 @@ TEST(CApiTest, LoadIntoCallerBuffers) {
   EXPECT_EQ(loaded.verify(), 0u);
   const size_t first = model.find("1");
   EXPECT_EQ(buffers[first].size(), 1u);
+}
+
+// Every option out of its bounds is refused with HOIST_INVALID_ARGUMENT and a message: none
+// reaches an allocation or a thread count unchecked, and no exception crosses the API.
+TEST(CApiTest, OptionsOutOfBoundsAreInvalidArguments) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  struct Case {
+    const char* what;
+    void (*set)(hoist_load_options*);
+    const char* message;
+  };
+  static const char* const kNullName[] = {nullptr};
+  const Case cases[] = {
+      {"threads", [](hoist_load_options* o) { o->threads = 100000; }, "threads is 100000"},
+      {"negative threads", [](hoist_load_options* o) { o->threads = -1; }, "threads is -1"},
+      {"staging", [](hoist_load_options* o) { o->staging_bytes = UINT64_MAX; }, "staging budget"},
+      {"chunk", [](hoist_load_options* o) { o->chunk_bytes = 1; }, "chunk of 1 bytes"},
+      {"huge chunk", [](hoist_load_options* o) { o->chunk_bytes = UINT64_MAX; }, "chunk of"},
+      {"NaN timeout", [](hoist_load_options* o) { o->stall_timeout_s = std::nan(""); },
+       "stall timeout"},
+      {"negative timeout", [](hoist_load_options* o) { o->stall_timeout_s = -1; }, "stall timeout"},
+      {"NULL name",
+       [](hoist_load_options* o) {
+         o->names = kNullName;
+         o->name_count = 1;
+       },
+       "names[0] is NULL"},
+      {"NULL names", [](hoist_load_options* o) { o->name_count = 3; }, "names is NULL"},
+  };
+  for (const Case& c : cases) {
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = "sim";
+    c.set(&options);
+    hoist_loaded* loaded = nullptr;
+    EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT) << c.what;
+    EXPECT_EQ(loaded, nullptr) << c.what;
+    EXPECT_NE(std::strstr(hoist_last_error(), c.message), nullptr)
+        << c.what << ": " << hoist_last_error();
+  }
+  hoist_model_close(model);
+}
+
+// The model's file replaced (by a rename) or written to between hoist_model_open and
+// hoist_load: HOIST_FILE_CHANGED, never the other file's bytes loaded silently.
+TEST(CApiTest, FileChangedAfterOpenIsReported) {
+  hoist::testing::TempDir tmp;
+  const std::string path = tmp.File("m.safetensors");
+  const std::string other = tmp.File("other.safetensors");
+  for (const bool rename : {true, false}) {
+    hoist::SampleSpec spec;
+    spec.format = "safetensors";
+    spec.target_bytes = 1 << 20;
+    ASSERT_TRUE(hoist::WriteSampleModel(path, spec).ok());
+    hoist_model* model = nullptr;
+    ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK) << hoist_last_error();
+    if (rename) {
+      spec.seed = 2;  // same layout and size, other bytes
+      ASSERT_TRUE(hoist::WriteSampleModel(other, spec).ok());
+      ASSERT_EQ(std::rename(other.c_str(), path.c_str()), 0);
+    } else {
+      // An hour back, then written: the modification time moves whatever the clock's grain.
+      const auto old = std::filesystem::last_write_time(path) - std::chrono::hours(1);
+      std::filesystem::last_write_time(path, old);
+      hoist_model_close(model);
+      ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK);
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-16, std::ios::end);
+      f.write("0123456789abcdef", 16);
+    }
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = "host";
+    hoist_loaded* loaded = nullptr;
+    EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_FILE_CHANGED) << rename;
+    EXPECT_EQ(loaded, nullptr);
+    EXPECT_NE(std::strstr(hoist_last_error(), rename ? "replaced by another file since the model "
+                                                       "was opened"
+                                                     : "written to"),
+              nullptr)
+        << hoist_last_error();
+    EXPECT_STREQ(hoist_status_name(HOIST_FILE_CHANGED), "model changed");
+    hoist_model_close(model);
+  }
 }
 
 TEST(CppApiTest, ThrowsWithTheMessage) {

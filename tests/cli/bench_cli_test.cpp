@@ -109,8 +109,10 @@ TEST_F(BenchCliTest, CorruptingDeviceFailsVerification) {
 TEST_F(BenchCliTest, DoctorMeasuresAndReportsSettings) {
   auto r = RunHoist({"doctor", model_, "--device", "sim", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("settings hoist will use"), std::string::npos) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find("\n{") + 1));
+  // stdout is one JSON document, nothing before or after it.
+  EXPECT_EQ(r.out.find("settings hoist will use"), std::string::npos) << r.out;
+  ASSERT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["ceilings"]["host-to-device, pinned 64 MiB copies"].get<double>(), 0);
   EXPECT_GT(j["ceilings"]["page-cache read"].get<double>(), 0);
   EXPECT_GT(j["ceilings"]["device-to-host, pinned 64 MiB copies"].get<double>(), 0);

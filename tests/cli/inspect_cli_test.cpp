@@ -74,7 +74,7 @@ TEST(InspectCliTest, InvalidModelExitsTwoWithOneLine) {
 TEST(InspectCliTest, MissingFileExitsOne) {
   auto result = RunHoist({"inspect", "/nonexistent/x.gguf"});
   EXPECT_EQ(result.exit_code, 1);
-  EXPECT_EQ(result.err, "hoist: /nonexistent/x.gguf: no such file or directory\n");
+  EXPECT_EQ(result.err, "hoist: /nonexistent/x.gguf: No such file or directory\n");
 }
 
 TEST(InspectCliTest, UnknownSubcommandOrMissingArgumentExitsOne) {

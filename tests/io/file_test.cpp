@@ -2,8 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <numeric>
 #include <vector>
+
+#ifndef _WIN32
+#include <sys/stat.h>
+#endif
 
 #include "io/fault_injection_file.h"
 #include "io/memory_file.h"
@@ -30,6 +35,63 @@ TEST(FileTest, ReadsExactBytesAtOffsets) {
   EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin() + 12345));
   EXPECT_TRUE((*file)->Advise(AccessHint::kSequential, 0, bytes.size()).ok());
   EXPECT_TRUE((*file)->Advise(AccessHint::kDropCache, 0, bytes.size()).ok());
+}
+
+#ifndef _WIN32
+TEST(FileTest, OnlyRegularFilesOpenAndAFifoDoesNotBlock) {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto file = OpenFile(fifo);  // would block forever without a writer
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(file.status().message(),
+            fifo + ": is a FIFO (named pipe); a model is read from regular files");
+  // Linux refuses O_DIRECT on a FIFO (EINVAL) before it could block.
+  EXPECT_FALSE(OpenFile(fifo, OpenOptions{true}).ok());
+  auto dev = OpenFile("/dev/null");
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().message(),
+            "/dev/null: is a character device; a model is read from regular files");
+  auto directory = OpenFile(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().message(),
+            dir.path() + ": is a directory; a model is read from regular files");
+  auto mapped = MapFile(fifo);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(mapped.status().code(), Code::kInvalidArgument);
+}
+#endif
+
+TEST(FileTest, IdentityTellsAReplacedFileFromAWrittenOneFromTheSame) {
+  testing::TempDir dir;
+  testing::WriteBytes(dir.File("f"), Pattern(5000));
+  auto file = OpenFile(dir.File("f"));
+  ASSERT_TRUE(file.ok());
+  const FileIdentity at_open = (*file)->identity();
+  ASSERT_TRUE(at_open.known);
+  EXPECT_EQ(at_open.size, 5000u);
+  auto again = OpenFile(dir.File("f"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(DescribeFileChange(at_open, (*again)->identity()), "");
+  // Another file renamed over the name: the name leads elsewhere, the open handle does not.
+  testing::WriteBytes(dir.File("g"), Pattern(5000));
+  std::filesystem::rename(dir.File("g"), dir.File("f"));
+  auto replaced = OpenFile(dir.File("f"));
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(DescribeFileChange(at_open, (*replaced)->identity()), "replaced by another file");
+  auto through_handle = (*file)->CurrentIdentity();
+  ASSERT_TRUE(through_handle.ok());
+  EXPECT_EQ(DescribeFileChange(at_open, *through_handle), "");
+  // Written to through the name: the open handle sees it.
+  testing::WriteBytes(dir.File("f"), Pattern(6000));
+  auto written = (*replaced)->CurrentIdentity();
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(DescribeFileChange((*replaced)->identity(), *written),
+            "written to (its size went from 5000 to 6000 bytes)");
+  // Sources without an identity are never compared.
+  MemoryFile memory("m", Pattern(10));
+  EXPECT_EQ(DescribeFileChange(at_open, memory.identity()), "");
 }
 
 TEST(FileTest, ReadPastEndNamesFileAndOffset) {

@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "base/checksum.h"
 #include "base/units.h"
@@ -397,6 +402,63 @@ TEST_F(FaultTest, ProgressReportsEverythingAtTheEnd) {
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(last.copied_bytes, last.total_bytes);
   EXPECT_EQ(last.total_bytes, (*model)->report.read_bytes);
+}
+
+// A file written to while the load reads it: kFileChanged naming it, nothing left allocated,
+// never a success with tensors that mix old and new bytes.
+TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
+  const std::string path = dir_.files[0].path;
+  // An hour back, so that the write below moves the modification time whatever its grain.
+  std::filesystem::last_write_time(path,
+                                   std::filesystem::last_write_time(path) - std::chrono::hours(1));
+  auto opened = OpenModel(path);
+  ASSERT_TRUE(opened.ok());
+  auto device = Device("sim:bandwidth=50MB/s");
+  LoadOptions o;
+  bool written = false;
+  o.progress = [&](const LoadProgress&) {
+    if (!written) {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-4096, std::ios::end);
+      f.write(std::string(4096, 'x').data(), 4096);
+      written = true;
+    }
+    return true;
+  };
+  auto model = Load(*opened, device, o);
+  ASSERT_TRUE(written) << "the load ended before its first progress report";
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged);
+  EXPECT_EQ(model.status().message(),
+            path +
+                ": written to (its modification time changed) while it was being loaded; the "
+                "loaded tensors may mix old and new bytes");
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+TEST_F(FaultTest, OptionsOutOfBoundsAreRefusedBeforeAnythingIsAllocated) {
+  auto device = Device("sim");
+  const std::vector<std::pair<std::function<void(LoadOptions&)>, std::string>> cases = {
+      {[](LoadOptions& o) { o.threads = kMaxReaderThreads + 1; }, "threads is 1025"},
+      {[](LoadOptions& o) { o.chunk_bytes = kMinChunkBytes - 1; }, "chunk of 4095 bytes"},
+      {[](LoadOptions& o) { o.chunk_bytes = kMaxChunkBytes + 1; }, "chunk of 1073741825 bytes"},
+      {[](LoadOptions& o) { o.staging_bytes = MaxStagingBytes() + 1; }, "staging budget of"},
+      {[](LoadOptions& o) { o.stall_timeout_s = std::nan(""); }, "stall timeout of nan s"},
+      {[](LoadOptions& o) { o.stall_timeout_s = 0; }, "stall timeout of 0"},
+      {[](LoadOptions& o) { o.stall_timeout_s = 1e300; }, "stall timeout of"},
+  };
+  for (const auto& [set, message] : cases) {
+    LoadOptions o;
+    set(o);
+    auto model = Load(dir_, device, o);
+    ASSERT_FALSE(model.ok()) << message;
+    EXPECT_EQ(model.status().code(), Code::kInvalidArgument) << message;
+    EXPECT_NE(model.status().message().find(message), std::string::npos)
+        << model.status().message();
+    EXPECT_EQ(device->live_device_allocations(), 0u);
+    EXPECT_EQ(device->live_pinned_allocations(), 0u);
+  }
 }
 
 TEST_F(FaultTest, DeviceOutOfMemoryIsADeviceError) {

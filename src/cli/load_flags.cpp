@@ -1,0 +1,61 @@
+#include "cli/load_flags.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "base/units.h"
+
+namespace hoist::cli {
+
+CLI::Validator FiniteRange(double min, double max) {
+  const std::string description =
+      "NUMBER in [" + CLI::detail::to_string(min) + " - " + CLI::detail::to_string(max) + "]";
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || errno == ERANGE) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(value) || value < min || value > max) {
+          return "Value " + text + " not in range [" + CLI::detail::to_string(min) + " - " +
+                 CLI::detail::to_string(max) + "]";
+        }
+        return {};
+      },
+      description);
+}
+
+void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool watch_and_io) {
+  cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
+      ->check(CLI::Range(0, kMaxReaderThreads));
+  cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4; at least 1/256)")
+      ->check(FiniteRange(0.0, static_cast<double>(kMaxChunkBytes) / static_cast<double>(kMiB)));
+  cmd->add_option("--staging", f.staging_mib,
+                  "staging budget in MiB (default: two chunks per reader thread; at most half "
+                  "of the machine's memory)")
+      ->check(FiniteRange(0.0, 1048576.0));
+  if (!watch_and_io) return;
+  cmd->add_option("--stall-timeout", f.stall_timeout_s,
+                  "seconds without progress before the load fails with exit 3 (default 60)")
+      ->check(FiniteRange(0.05, kMaxStallTimeoutSeconds));
+  cmd->add_option("--io", f.io, "buffered (page cache) or direct (O_DIRECT)")
+      ->check(CLI::IsMember({"buffered", "direct"}));
+  cmd->add_flag("--checksum", f.checksum, "XXH3-64 of every tensor over its staged bytes");
+}
+
+Result<LoadOptions> ToLoadOptions(const LoadSettingFlags& f) {
+  LoadOptions options;
+  options.threads = f.threads;
+  HOIST_ASSIGN_OR_RETURN(options.chunk_bytes, MebibytesToBytes(f.chunk_mib, "--chunk"));
+  HOIST_ASSIGN_OR_RETURN(options.staging_bytes, MebibytesToBytes(f.staging_mib, "--staging"));
+  options.stall_timeout_s = f.stall_timeout_s;
+  options.checksum = f.checksum;
+  options.io = f.io == "direct" ? IoMode::kDirect : IoMode::kBuffered;
+  HOIST_RETURN_IF_ERROR(CheckLoadOptions(options).WithContext("bad load settings"));
+  return options;
+}
+
+}  // namespace hoist::cli

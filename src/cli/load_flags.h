@@ -1,0 +1,33 @@
+// The load settings that `hoist load`, `verify` and `bench` share: their flags, and the one
+// translation of them into LoadOptions, checked before any model is opened.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "pipeline/loader.h"
+
+namespace hoist::cli {
+
+struct LoadSettingFlags {
+  int threads = 0;
+  double chunk_mib = 0;
+  double staging_mib = 0;  // 0: two buffers per reader
+  double stall_timeout_s = 60;
+  std::string io = "buffered";
+  bool checksum = false;
+};
+
+// Adds --threads, --chunk and --staging; with `watch_and_io` also --stall-timeout, --io and
+// --checksum (bench sets those itself).
+void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& flags, bool watch_and_io);
+// The LoadOptions for the flags, or an invalid-argument error naming the flag.
+Result<LoadOptions> ToLoadOptions(const LoadSettingFlags& flags);
+
+// A finite number within [min, max]: CLI11's Range lets NaN through (every comparison with it
+// is false).
+CLI::Validator FiniteRange(double min, double max);
+
+}  // namespace hoist::cli
