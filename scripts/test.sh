@@ -73,12 +73,14 @@ for stage in "${stages[@]}"; do
         -DHOIST_BUILD_TESTS=OFF -DHOIST_BUILD_BENCH=OFF -DHOIST_BUILD_FUZZERS=ON >/dev/null
       cmake --build build-fuzz -j "$jobs"
       seconds=${HOIST_FUZZ_SECONDS:-30}
-      for target in gguf safetensors index; do
+      for target in gguf safetensors index options; do
         seeds=$(mktemp -d)
         case $target in
           gguf) cp ../shared/corpus/gguf/dummy-10-tensors.gguf ../shared/corpus/gguf/llama-2-tiny-random.gguf "$seeds"/ ;;
           safetensors) head -c 65536 ../shared/corpus/safetensors/hadamards.safetensors >"$seeds"/head ;;
           index) printf '{"metadata":{"total_size":8},"weight_map":{"a":"x.safetensors"}}' >"$seeds"/index.json ;;
+          options) printf '\001--chunk\0003.3\000--staging\000nan\000--threads\0008' >"$seeds"/cli
+                   head -c 96 /dev/urandom >"$seeds"/c_api ;;
         esac
         echo "fuzzing ${target} for ${seconds}s"
         if ! build-fuzz/fuzz/${target}_fuzzer -max_total_time="$seconds" -max_len=65536 \
