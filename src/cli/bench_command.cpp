@@ -376,6 +376,7 @@ int RunBench(BenchFlags f) {
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
     out << bench.Json().dump(2) << "\n";
+    out.close();  // a write error may only show when the buffer goes out
     if (!out) return ReportFailure(Status::IoError(f.json_path + ": cannot write the JSON report"));
   }
   if (!bench.AllVerified()) {

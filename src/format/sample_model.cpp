@@ -111,6 +111,13 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return Status::IoError(parent.string() + ": cannot create directory: " + ec.message());
+  // Refused up front rather than after filling the disk.
+  const std::filesystem::space_info space =
+      std::filesystem::space(parent.empty() ? std::filesystem::path(".") : parent, ec);
+  if (!ec && space.available < spec.target_bytes) {
+    return Status::IoError(path + ": a sample of " + FormatBytes(spec.target_bytes) +
+                           " does not fit in the " + FormatBytes(space.available) + " free there");
+  }
   const std::vector<SampleTensor> layout = Layout(spec);
   const int shards = std::min<int>(spec.shards, static_cast<int>(layout.size()));
   TensorDirectory whole;

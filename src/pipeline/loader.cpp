@@ -307,6 +307,20 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   }
 }
 
+// OK, or kFileChanged naming the first of `files` that was written to since it was opened
+// (`during`: "while it was being loaded"). Asked through the open files: a rename over a
+// name does not change what they read.
+Status CheckFilesUnchanged(const std::vector<std::unique_ptr<File>>& files,
+                           const std::string& during) {
+  for (const auto& file : files) {
+    HOIST_ASSIGN_OR_RETURN(const FileIdentity now, file->CurrentIdentity());
+    if (const std::string change = DescribeFileChange(file->identity(), now); !change.empty()) {
+      return Status::FileChanged(file->path() + ": " + change + " " + during);
+    }
+  }
+  return Status::Ok();
+}
+
 // Among the readers, the chunk in `chunk` (-1: none) whose time in `since` is oldest, with
 // that time; {-1, INT64_MAX} when no reader has one.
 std::pair<int64_t, int64_t> Oldest(const std::vector<ReaderState>& readers,
@@ -484,12 +498,21 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
   }
   const bool direct = !job->files.empty() && job->files[0]->direct();
   const uint64_t slack = direct ? 2 * job->files[0]->direct_alignment() : 0;
+  // Every buffer holds at least a page of data beside a direct read's slack, whatever budget
+  // was asked for: a budget below two such buffers is raised to two.
+  const uint64_t min_buffer = kMinChunkBytes + slack;
   const Clock::time_point staging_start = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(job->pool,
-                         StagingPool::Create(device, staging_bytes, chunk_bytes + slack));
+  HOIST_ASSIGN_OR_RETURN(
+      job->pool,
+      StagingPool::Create(device, std::max(staging_bytes, 2 * min_buffer), chunk_bytes + slack));
   report.phases.allocate_staging = Seconds(staging_start);
   if (job->pool->buffer_bytes() < chunk_bytes + slack) {
     // Smaller buffers than asked: cut the chunks to fit them.
+    if (job->pool->buffer_bytes() < min_buffer) {
+      return Status::Internal("staging buffers of " + std::to_string(job->pool->buffer_bytes()) +
+                              " bytes cannot hold a chunk and " + std::to_string(slack) +
+                              " bytes of direct-read slack");
+    }
     chunk_bytes = job->pool->buffer_bytes() - slack;
     HOIST_ASSIGN_OR_RETURN(job->plan, PlanLoad(dir, selected, chunk_bytes));
     report.chunk_bytes = chunk_bytes;
@@ -616,17 +639,13 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
           "allocated until the process exits");
     }
   }
-  // Bytes read through a file that was written to meanwhile may mix two versions of it.
-  for (size_t i = 0; status.ok() && i < job->files.size(); ++i) {
-    auto now = job->files[i]->CurrentIdentity();
-    if (!now.ok()) {
-      status = now.status();
-    } else if (const std::string change =
-                   DescribeFileChange(job->files[i]->identity(), now.value());
-               !change.empty()) {
-      status = Status::FileChanged(job->file_paths[i] + ": " + change +
-                                   " while it was being loaded; the loaded tensors may mix "
-                                   "old and new bytes");
+  // Bytes read through a file that was written to meanwhile may mix two versions of it; and
+  // a read that failed (a file truncated under the load) is explained by the change.
+  if (status.ok() || status.code() == Code::kIoError) {
+    if (Status changed = CheckFilesUnchanged(
+            job->files, "while it was being loaded; the loaded tensors may mix old and new bytes");
+        !changed.ok()) {
+      status = changed;
     }
   }
   if (!status.ok()) {
@@ -713,15 +732,12 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
     pool.push_back(std::move(thread).value());
   }
   for (std::thread& t : pool) t.join();
-  if (!error.ok()) return error;
-  // A file written to while it was compared explains a mismatch better than the device does.
-  for (size_t i = 0; i < files.size(); ++i) {
-    HOIST_ASSIGN_OR_RETURN(const FileIdentity now, files[i]->CurrentIdentity());
-    if (const std::string change = DescribeFileChange(files[i]->identity(), now); !change.empty()) {
-      return Status::FileChanged(dir.files[i].path + ": " + change +
-                                 " while it was being verified");
-    }
+  // A file written to while it was compared explains a mismatch or a failed read better than
+  // the device or the disk does.
+  if (error.ok() || error.code() == Code::kIoError) {
+    HOIST_RETURN_IF_ERROR(CheckFilesUnchanged(files, "while it was being verified"));
   }
+  if (!error.ok()) return error;
   return mismatches;
 }
 

@@ -4,6 +4,7 @@
 // sleeps that a slow machine could outrun.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,17 @@ TEST_F(ReliabilityCliTest, NumbersOutOfRangeOrNotFiniteAreRefusedUpFront) {
   auto r = RunHoist({"load", model_, "--device", "host", "--staging", "1048576"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("more than half of this machine's memory"), std::string::npos) << r.err;
+}
+
+// A sample larger than the free space is refused before a byte is written, not after the disk
+// is full.
+TEST_F(ReliabilityCliTest, SampleLargerThanTheFreeSpaceIsRefusedUpFront) {
+  const std::string path = tmp_.File("huge.gguf");
+  auto r = RunHoist({"make-sample", path, "--size", "900TiB"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(path + ": a sample of 900.00 TiB does not fit in the"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::ifstream(path).good());
 }
 
 // Chunks that are not a multiple of the direct-I/O alignment still load byte-exact with

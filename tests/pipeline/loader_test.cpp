@@ -215,6 +215,28 @@ TEST(LoaderTest, DirectIoLoadsByteExactOrFallsBackSaying) {
   ExpectByteExact(dir, **model);
 }
 
+// Found by the options fuzzer: with direct I/O, a staging budget too small for one chunk and
+// its read slack cut the chunk size below zero (an unsigned wrap). The budget is raised to two
+// minimal buffers instead, and the load is byte-exact.
+TEST(LoaderTest, DirectIoWithATinyStagingBudgetLoadsByteExact) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 1 << 20;
+  const TensorDirectory dir = Sample(tmp, "m.gguf", spec);
+  for (const uint64_t staging : {uint64_t{1}, uint64_t{256}, uint64_t{12288}}) {
+    LoadOptions o;
+    o.io = IoMode::kDirect;
+    o.threads = 8;
+    o.chunk_bytes = 65435;
+    o.staging_bytes = staging;
+    o.checksum = true;
+    auto model = Load(dir, Device("sim"), o);
+    ASSERT_TRUE(model.ok()) << staging << ": " << model.status().ToString();
+    EXPECT_GE((*model)->report.chunk_bytes, kMinChunkBytes);
+    ExpectByteExact(dir, **model);
+  }
+}
+
 // The fault matrix on sim: every fault ends in success or a clear error, within a bound.
 class FaultTest : public ::testing::Test {
  protected:
@@ -433,6 +455,31 @@ TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
             path +
                 ": written to (its modification time changed) while it was being loaded; the "
                 "loaded tensors may mix old and new bytes");
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
+}
+
+// Truncated under the load: the reads that fail at the new end are explained as the change
+// they are, not as an I/O error of the disk.
+TEST_F(FaultTest, FileTruncatedDuringTheLoadIsReportedAsChanged) {
+  const std::string path = dir_.files[0].path;
+  const uint64_t size = dir_.files[0].size;
+  auto device = Device("sim:bandwidth=50MB/s");
+  LoadOptions o;
+  bool truncated = false;
+  o.progress = [&](const LoadProgress&) {
+    if (!truncated) std::filesystem::resize_file(path, size / 2);
+    truncated = true;
+    return true;
+  };
+  auto model = Load(dir_, device, o);
+  ASSERT_TRUE(truncated) << "the load ended before its first progress report";
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().message();
+  EXPECT_EQ(model.status().message(),
+            path + ": written to (its size went from " + std::to_string(size) + " to " +
+                std::to_string(size / 2) +
+                " bytes) while it was being loaded; the loaded tensors may mix old and new bytes");
   EXPECT_EQ(device->live_device_allocations(), 0u);
   EXPECT_EQ(device->live_pinned_allocations(), 0u);
 }
