@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hoist/hoist.h"
@@ -27,9 +28,12 @@ inline void Check(hoist_status status) {
   if (status != HOIST_OK) throw Error(status, hoist_last_error());
 }
 
+// Tensors on a device. Keeps the model it was loaded from alive (verify reads its files), so a
+// temporary Model is fine: `auto loaded = hoist::Model(path).load(options);`.
 class Loaded {
  public:
-  explicit Loaded(hoist_loaded* loaded) : loaded_(loaded, hoist_loaded_free) {}
+  explicit Loaded(hoist_loaded* loaded, std::shared_ptr<hoist_model> model = nullptr)
+      : model_(std::move(model)), loaded_(loaded, hoist_loaded_free) {}
   void* tensor(size_t index) const { return hoist_loaded_tensor(loaded_.get(), index); }
   uint64_t checksum(size_t index) const {
     uint64_t value = 0;
@@ -47,15 +51,16 @@ class Loaded {
   hoist_loaded* get() const { return loaded_.get(); }
 
  private:
+  std::shared_ptr<hoist_model> model_;  // declared first: freed after loaded_
   std::unique_ptr<hoist_loaded, void (*)(hoist_loaded*)> loaded_;
 };
 
 class Model {
  public:
-  explicit Model(const std::string& path) : model_(nullptr, hoist_model_close) {
+  explicit Model(const std::string& path) {
     hoist_model* m = nullptr;
     Check(hoist_model_open(path.c_str(), &m));
-    model_.reset(m);
+    model_.reset(m, hoist_model_close);
   }
   std::string format() const { return hoist_model_format(model_.get()); }
   std::string metadata_json() const { return hoist_model_metadata_json(model_.get()); }
@@ -73,7 +78,7 @@ class Model {
   Loaded load(const hoist_load_options& options) {
     hoist_loaded* out = nullptr;
     Check(hoist_load(model_.get(), &options, &out));
-    return Loaded(out);
+    return Loaded(out, model_);
   }
   // destination(index, info) returns the device pointer for each tensor.
   Loaded load_into(const hoist_load_options& options,
@@ -86,12 +91,12 @@ class Model {
     Check(hoist_load_into(
         model_.get(), &options, trampoline,
         const_cast<std::function<void*(size_t, const hoist_tensor_info&)>*>(&destination), &out));
-    return Loaded(out);
+    return Loaded(out, model_);
   }
   hoist_model* get() const { return model_.get(); }
 
  private:
-  std::unique_ptr<hoist_model, void (*)(hoist_model*)> model_;
+  std::shared_ptr<hoist_model> model_;  // shared with every Loaded made from it
 };
 
 }  // namespace hoist

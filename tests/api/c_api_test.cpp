@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "format/sample_model.h"
@@ -170,6 +171,28 @@ TEST(CApiTest, FileChangedAfterOpenIsReported) {
     EXPECT_STREQ(hoist_status_name(HOIST_FILE_CHANGED), "model changed");
     hoist_model_close(model);
   }
+}
+
+// A Loaded outlives the Model it came from: verify still reads the model's files (ASan would
+// see the freed directory otherwise).
+TEST(CppApiTest, LoadedKeepsATemporaryModelAlive) {
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim";
+  options.checksum = 1;
+  hoist::Loaded loaded = hoist::Model(Corpus("gguf/dummy-10-tensors.gguf")).load(options);
+  EXPECT_EQ(loaded.verify(), 0u);
+  EXPECT_EQ(loaded.checksum(0), 0x4722a534a9254fcaull);  // corpus/reference.json
+  std::optional<hoist::Loaded> into;
+  std::vector<std::vector<unsigned char>> buffers(10);  // the destinations: the caller's
+  {
+    hoist::Model model(Corpus("gguf/dummy-10-tensors.gguf"));
+    into.emplace(model.load_into(options, [&](size_t i, const hoist_tensor_info& t) -> void* {
+      buffers[i].resize(t.nbytes);
+      return buffers[i].data();
+    }));
+  }
+  EXPECT_EQ(into->verify(), 0u);
 }
 
 TEST(CppApiTest, ThrowsWithTheMessage) {
