@@ -33,7 +33,8 @@ for stage in "${stages[@]}"; do
       ;;
     main)
       banner "main build and tests"
-      cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_PYTHON=ON \
+      # Release: what users build; the sanitizer stages cover Debug and RelWithDebInfo.
+      cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHOIST_WERROR=ON -DHOIST_PYTHON=ON \
         -DPython_EXECUTABLE="$python" "${cuda_flags[@]}" >/dev/null
       cmake --build build -j "$jobs"
       if grep -q "^HOIST_CUDA:BOOL=ON" build/CMakeCache.txt; then
@@ -47,7 +48,7 @@ for stage in "${stages[@]}"; do
     tidy)
       banner "clang-tidy (.clang-tidy, warnings as errors) on src/"
       # The main build's compile commands (CUDA headers included where it has them).
-      [ -f build/compile_commands.json ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      [ -f build/compile_commands.json ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHOIST_WERROR=ON \
         -DHOIST_PYTHON=ON -DPython_EXECUTABLE="$python" "${cuda_flags[@]}" >/dev/null
       run-clang-tidy -p build -j "$jobs" -quiet "$PWD/src/.*\.cpp" >build/tidy.log 2>&1 \
         || { grep -E "(error|warning):" build/tidy.log | sed 's/\x1b\[[0-9;]*m//g'; exit 1; }
@@ -55,21 +56,21 @@ for stage in "${stages[@]}"; do
       ;;
     asan)
       banner "AddressSanitizer + UndefinedBehaviorSanitizer"
-      cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHOIST_CUDA=OFF -DHOIST_BUILD_BENCH=OFF \
+      cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHOIST_WERROR=ON -DHOIST_CUDA=OFF -DHOIST_BUILD_BENCH=OFF \
         -DHOIST_SANITIZE=address,undefined >/dev/null
       cmake --build build-asan -j "$jobs"
       HOIST_TEST_TIME_SCALE=3 HOIST_TEST_LARGE_MIB=256 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j "$jobs"
       ;;
     tsan)
       banner "ThreadSanitizer"
-      cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_CUDA=OFF \
+      cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_WERROR=ON -DHOIST_CUDA=OFF \
         -DHOIST_BUILD_BENCH=OFF -DHOIST_SANITIZE=thread >/dev/null
       cmake --build build-tsan -j "$jobs"
       HOIST_TEST_TIME_SCALE=5 HOIST_TEST_LARGE_MIB=128 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$jobs"
       ;;
     fuzz)
       banner "fuzzers (short bounded runs)"
-      CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_CUDA=OFF \
+      CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_WERROR=ON -DHOIST_CUDA=OFF \
         -DHOIST_BUILD_TESTS=OFF -DHOIST_BUILD_BENCH=OFF -DHOIST_BUILD_FUZZERS=ON >/dev/null
       cmake --build build-fuzz -j "$jobs"
       seconds=${HOIST_FUZZ_SECONDS:-30}
@@ -96,7 +97,7 @@ for stage in "${stages[@]}"; do
     windows)
       banner "Windows: MinGW-w64 cross-build, tests under wine"
       # -O2: GCC 12's -O3 warns falsely (-Wrestrict, -Warray-bounds) inside libstdc++.
-      cmake -S . -B build-windows -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/mingw-w64.cmake \
+      cmake -S . -B build-windows -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/mingw-w64.cmake -DHOIST_WERROR=ON \
         -DHOIST_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" >/dev/null
       cmake --build build-windows -j "$jobs"
@@ -112,7 +113,8 @@ for stage in "${stages[@]}"; do
     hip)
       banner "HIP backend build (Debian's ROCm; no AMD GPU here)"
       # Build-only check, unoptimised to keep it quick.
-      cmake -S . -B build-hip -DHOIST_CUDA=OFF -DHOIST_HIP=ON -DHOIST_BUILD_TESTS=OFF \
+      # HOIST_HIP=ON alone picks HIP (the CUDA backend's default turns off).
+      cmake -S . -B build-hip -DHOIST_HIP=ON -DHOIST_WERROR=ON -DHOIST_BUILD_TESTS=OFF \
         -DHOIST_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=None >/dev/null
       cmake --build build-hip -j "$jobs"
       set +e
@@ -129,7 +131,7 @@ for stage in "${stages[@]}"; do
       banner "Python: pip install --no-build-isolation . and the tests against the installed package"
       target=$(mktemp -d)
       # Unoptimised: this stage checks the packaging; the main stage tests the optimised build.
-      HOIST_CMAKE_ARGS="-DHOIST_CUDA=OFF -DCMAKE_BUILD_TYPE=None" HOIST_BUILD_JOBS=$jobs \
+      HOIST_CMAKE_ARGS="-DHOIST_CUDA=OFF -DCMAKE_BUILD_TYPE=None -DHOIST_WERROR=ON" HOIST_BUILD_JOBS=$jobs \
         "$python" -m pip install --no-build-isolation --no-deps --no-index --quiet --target "$target" .
       (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/../shared/corpus" \
         HOIST_CLI="$OLDPWD/build/hoist" "$python" -m unittest discover -s "$OLDPWD/python/tests")
