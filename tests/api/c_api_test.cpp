@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -146,7 +145,7 @@ TEST(CApiTest, FileChangedAfterOpenIsReported) {
     if (rename) {
       spec.seed = 2;  // same layout and size, other bytes
       ASSERT_TRUE(hoist::WriteSampleModel(other, spec).ok());
-      ASSERT_EQ(std::rename(other.c_str(), path.c_str()), 0);
+      std::filesystem::rename(other, path);  // replaces path on Windows too (std::rename does not)
     } else {
       // An hour back, then written: the modification time moves whatever the clock's grain.
       const auto old = std::filesystem::last_write_time(path) - std::chrono::hours(1);

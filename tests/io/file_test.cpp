@@ -71,18 +71,25 @@ TEST(FileTest, IdentityTellsAReplacedFileFromAWrittenOneFromTheSame) {
   const FileIdentity at_open = (*file)->identity();
   ASSERT_TRUE(at_open.known);
   EXPECT_EQ(at_open.size, 5000u);
-  auto again = OpenFile(dir.File("f"));
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(DescribeFileChange(at_open, (*again)->identity()), "");
+  {
+    auto again = OpenFile(dir.File("f"));
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(DescribeFileChange(at_open, (*again)->identity()), "");
+  }
   // Another file renamed over the name: the name leads elsewhere, the open handle does not.
   testing::WriteBytes(dir.File("g"), Pattern(5000));
+#ifdef _WIN32
+  file->reset();  // wine refuses to rename over an open file, whatever its sharing mode
+#endif
   std::filesystem::rename(dir.File("g"), dir.File("f"));
   auto replaced = OpenFile(dir.File("f"));
   ASSERT_TRUE(replaced.ok());
   EXPECT_EQ(DescribeFileChange(at_open, (*replaced)->identity()), "replaced by another file");
+#ifndef _WIN32
   auto through_handle = (*file)->CurrentIdentity();
   ASSERT_TRUE(through_handle.ok());
   EXPECT_EQ(DescribeFileChange(at_open, *through_handle), "");
+#endif
   // Written to through the name: the open handle sees it.
   testing::WriteBytes(dir.File("f"), Pattern(6000));
   auto written = (*replaced)->CurrentIdentity();
