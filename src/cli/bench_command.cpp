@@ -95,7 +95,7 @@ class Bench {
         device_(std::move(device)) {
     for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
     for (const TensorEntry& t : dir_.tensors) bytes_ += t.nbytes;
-    gpu_ = IsGpuDevice(device_->name());
+    gpu_ = device_->kind() == DeviceKind::kGpu;
     settle_s_ = flags.settle_s >= 0 ? flags.settle_s : (gpu_ ? kGpuSettleSeconds : 0.0);
   }
 

@@ -90,7 +90,7 @@ int RunDoctor(const DoctorFlags& f) {
   }
   CheckedDevice& dev = **device;
   const DeviceInfo info = dev.Info();
-  const bool gpu = IsGpuDevice(info.name);
+  const bool gpu = info.kind == DeviceKind::kGpu;
   std::string header = "machine: " + std::to_string(CpuCount()) + " CPUs, " +
                        FormatBytes(PhysicalMemoryBytes()) + " memory (" +
                        FormatBytes(AvailableMemoryBytes()) + " available); device " + info.name +

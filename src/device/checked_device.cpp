@@ -4,8 +4,11 @@
 
 namespace hoist {
 
-CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend)
-    : backend_(std::move(backend)), name_(backend_->Info().name) {}
+CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend) : backend_(std::move(backend)) {
+  const DeviceInfo info = backend_->Info();
+  name_ = info.name;
+  kind_ = info.kind;
+}
 
 CheckedDevice::~CheckedDevice() {
   if (!free_on_destroy_) return;

@@ -21,6 +21,7 @@ class CheckedDevice {
   CheckedDevice& operator=(const CheckedDevice&) = delete;
 
   const std::string& name() const { return name_; }
+  DeviceKind kind() const { return kind_; }
   DeviceInfo Info() { return backend_->Info(); }
   int queues() const { return backend_->queues(); }
 
@@ -50,6 +51,7 @@ class CheckedDevice {
 
   std::unique_ptr<Device> backend_;
   std::string name_;
+  DeviceKind kind_ = DeviceKind::kHost;
   mutable std::mutex mutex_;
   std::map<uintptr_t, uint64_t> device_;  // start → bytes
   std::map<uintptr_t, uint64_t> pinned_;

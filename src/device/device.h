@@ -11,8 +11,17 @@
 
 namespace hoist {
 
+// What a device is, for the policies that differ by kind (the bench's settle pause after a
+// large free, doctor's traps), so that none of them reads it off the device's name.
+enum class DeviceKind : uint8_t {
+  kHost,  // host memory, memcpy workers
+  kSim,   // the simulated DMA engine (host memory behind a modelled link)
+  kGpu,   // a CUDA or HIP device
+};
+
 struct DeviceInfo {
-  std::string name;           // "host", "sim", "cuda:0"
+  std::string name;  // "host", "sim", "cuda:0"
+  DeviceKind kind = DeviceKind::kHost;
   std::string description;    // "NVIDIA H200", "simulated DMA engine at 5.00 GB/s"
   uint64_t total_memory = 0;  // bytes; 0 when unknown
   uint64_t free_memory = 0;   // bytes; 0 when unknown
@@ -67,9 +76,6 @@ Status WaitForCopy(CopyHandle& copy);
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
-
-// Whether an opened device's name ("cuda:N", "hip:N") is a real GPU, not host or sim.
-bool IsGpuDevice(const std::string& name);
 
 // GPU backends keep the pinned staging memory of a finished load for the next load in the
 // process; this unpins and frees it. Thread safe; a no-op where nothing is kept.

@@ -68,10 +68,6 @@ Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
 
 }  // namespace
 
-bool IsGpuDevice(const std::string& name) {
-  return name.rfind("cuda:", 0) == 0 || name.rfind("hip:", 0) == 0;
-}
-
 Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
   std::string chosen = spec;
   if (spec == "auto") {

@@ -97,7 +97,7 @@ class GpuDevice final : public Device {
   }
 
   DeviceInfo Info() override {
-    DeviceInfo info{name_, description_, 0, 0};
+    DeviceInfo info{name_, DeviceKind::kGpu, description_, 0, 0};
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     if (Bind().ok() && gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) {

@@ -15,7 +15,8 @@ class HostDevice final : public Device {
   Status Start() { return engine_.Start(workers_); }
 
   DeviceInfo Info() override {
-    return {"host", "host memory, copies by " + std::to_string(workers_) + " memcpy threads",
+    return {"host", DeviceKind::kHost,
+            "host memory, copies by " + std::to_string(workers_) + " memcpy threads",
             PhysicalMemoryBytes(), AvailableMemoryBytes()};
   }
   int queues() const override { return workers_; }

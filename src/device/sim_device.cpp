@@ -21,7 +21,7 @@ class SimDevice final : public Device {
   Status Start() { return engine_.Start(options_.engines); }
 
   DeviceInfo Info() override {
-    return {"sim", "simulated DMA engine at " + FormatRate(options_.bandwidth),
+    return {"sim", DeviceKind::kSim, "simulated DMA engine at " + FormatRate(options_.bandwidth),
             options_.mem == UINT64_MAX ? PhysicalMemoryBytes() : options_.mem,
             options_.mem == UINT64_MAX ? AvailableMemoryBytes() : options_.mem - device_bytes_};
   }

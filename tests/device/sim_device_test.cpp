@@ -30,7 +30,7 @@ Result<bool> WaitFor(CopyHandle& h, int ms) {
 TEST(SimOptionsTest, ParsesEveryKey) {
   auto o = ParseSimOptions(
       "bandwidth=5GB/s,latency_us=10,mem=1GiB,pinned_limit=64MiB,stall_after=2GB,"
-      "fail_copy_after=1MB,reject_pageable=1,corrupt_at=7,engines=2");
+      "fail_copy_after=1MB,reject_pageable=1,corrupt_at=7,engines=2,readback_bandwidth=1MB/s");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_DOUBLE_EQ(o->bandwidth, 5e9);
   EXPECT_EQ(o->latency_us, 10u);
@@ -41,9 +41,28 @@ TEST(SimOptionsTest, ParsesEveryKey) {
   EXPECT_TRUE(o->reject_pageable);
   EXPECT_EQ(o->corrupt_at, 7u);
   EXPECT_EQ(o->engines, 2);
+  EXPECT_DOUBLE_EQ(o->readback_bandwidth, 1e6);
   EXPECT_EQ(ParseSimOptions("warp=9").status().message(), "unknown sim option 'warp'");
   EXPECT_FALSE(ParseSimOptions("bandwidth").ok());
   EXPECT_FALSE(ParseSimOptions("reject_pageable=yes").ok());
+  // Values whose modelled durations would overflow 64-bit nanoseconds are refused.
+  EXPECT_FALSE(ParseSimOptions("bandwidth=0.5").ok());
+  EXPECT_FALSE(ParseSimOptions("latency_us=1000000000001").ok());
+  EXPECT_FALSE(ParseSimOptions("mem=10000000TB").ok());
+  EXPECT_FALSE(ParseSimOptions("mem=1.2.3MiB").ok());
+}
+
+// Policies that differ by device (the bench's settle pause, doctor's traps) read the kind the
+// backend reports, never the name.
+TEST(DeviceRegistryTest, DevicesReportTheirKind) {
+  auto host = OpenDevice("host");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ((*host)->kind(), DeviceKind::kHost);
+  EXPECT_EQ((*host)->Info().kind, DeviceKind::kHost);
+  auto sim = OpenDevice("sim:bandwidth=1GB/s");
+  ASSERT_TRUE(sim.ok());
+  EXPECT_EQ((*sim)->kind(), DeviceKind::kSim);
+  EXPECT_EQ((*sim)->name(), "sim");
 }
 
 TEST(SimDeviceTest, CopiesBytesAndCountsAllocations) {
