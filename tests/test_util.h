@@ -1,12 +1,16 @@
 // Helpers shared by the tests: temporary directories, raw file bytes, running the CLI.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "format/sample_model.h"
 
 namespace hoist::testing {
 
@@ -25,6 +29,20 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A test with a llama-shaped sample GGUF of about kBytes of tensors, model_, in its own
+// temporary directory tmp_.
+template <uint64_t kBytes>
+class SampleModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SampleSpec spec;
+    spec.target_bytes = kBytes;
+    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
+  }
+  TempDir tmp_;
+  std::string model_;
 };
 
 std::vector<unsigned char> ReadBytes(const std::string& path);

@@ -17,16 +17,7 @@ namespace {
 
 using testing::RunHoist;
 
-class BenchCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SampleSpec spec;
-    spec.target_bytes = 24 << 20;
-    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
-  }
-  testing::TempDir tmp_;
-  std::string model_;
-};
+class BenchCliTest : public testing::SampleModelTest<24 << 20> {};
 
 TEST_F(BenchCliTest, EveryStrategyVerifiesOnHostAndSim) {
   for (const char* device : {"host", "sim:bandwidth=8GB/s"}) {

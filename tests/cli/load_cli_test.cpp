@@ -25,16 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::RunHoist;
 
-class LoadCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SampleSpec spec;
-    spec.target_bytes = 16 << 20;
-    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
-  }
-  testing::TempDir tmp_;
-  std::string model_;
-};
+class LoadCliTest : public testing::SampleModelTest<16 << 20> {};
 
 TEST_F(LoadCliTest, JsonSummaryWithChecksumsMatchesTheReference) {
   std::ifstream in(testing::CorpusDir() + "/reference.json");
