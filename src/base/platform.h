@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+
 namespace hoist {
 
 // The program's arguments in UTF-8, the program name first (Windows passes argv in the
@@ -39,5 +41,12 @@ int CpuCount();
 void InstallStopSignalHandlers();
 // The signal number received since installation, or 0.
 int StopSignalReceived();
+// kCancelled ("cancelled by signal N") once a stop signal was received, else OK: for loops
+// that must end promptly on Ctrl-C.
+inline Status StopRequested() {
+  const int signal = StopSignalReceived();
+  if (signal == 0) return Status::Ok();
+  return Status::Cancelled("cancelled by signal " + std::to_string(signal));
+}
 
 }  // namespace hoist

@@ -120,7 +120,8 @@ class Bench {
       }
     }
     const uint64_t total = std::clamp<uint64_t>(bytes_, 256 * kMiB, 8 * kGiB);
-    HOIST_ASSIGN_OR_RETURN(Throughput h2d, MeasureHostToDevice(*device_, 64 * kMiB, total, true));
+    HOIST_ASSIGN_OR_RETURN(Throughput h2d, MeasureHostToDevice(*device_, 64 * kMiB, total, true,
+                                                               load_options_.stall_timeout_s));
     h2d_gbps_ = h2d.gbps();
     // The file must be back in the page cache for the warm runs.
     auto rewarm = MeasureParallelRead(paths_, threads, 8 * kMiB, false);
@@ -145,8 +146,9 @@ class Bench {
       if (name == ReferenceStrategyName(s)) strategy = s;
     }
     if (!strategy) return Status::InvalidArgument("unknown strategy '" + name + "'");
-    return RunRow(name, mode, runs, false,
-                  [&] { return LoadWithReferenceStrategy(dir_, device_, *strategy); });
+    return RunRow(name, mode, runs, false, [&] {
+      return LoadWithReferenceStrategy(dir_, device_, *strategy, load_options_.stall_timeout_s);
+    });
   }
 
   void Print() const {
@@ -296,7 +298,12 @@ class Bench {
   // Before each timed load but the bench's first: the previous one freed its device memory.
   void Settle() {
     if (loads_started_++ > 0 && settle_s_ > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(settle_s_));
+      // In steps, so that Ctrl-C during the pause ends the bench at once (the load after it
+      // sees the signal).
+      const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(settle_s_);
+      while (StopSignalReceived() == 0 && std::chrono::steady_clock::now() < end) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
   }
 
@@ -354,22 +361,22 @@ int RunBench(BenchFlags f) {
   if (!device.ok()) return ReportFailure(device.status());
   Bench bench(f, std::move(options).value(), std::move(dir).value(), std::move(device).value());
   std::fprintf(stderr, "hoist bench: measuring ceilings\n");
-  if (Status s = bench.Ceilings(); !s.ok()) return ReportFailure(s);
+  if (Status s = bench.Ceilings(); !s.ok()) return ReportOrExitNow(s);
   std::fprintf(stderr, "hoist bench: hoist, warm\n");
   if (Status s = bench.RunHoist("warm", IoMode::kBuffered, f.repeat, "hoist"); !s.ok())
-    return ReportFailure(s);
+    return ReportOrExitNow(s);
   for (const std::string& name : f.strategies) {
     std::fprintf(stderr, "hoist bench: %s, warm\n", name.c_str());
-    if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return ReportFailure(s);
+    if (Status s = bench.RunReference(name, "warm", f.repeat); !s.ok()) return ReportOrExitNow(s);
   }
   if (f.cold) {
     std::fprintf(stderr, "hoist bench: cold runs\n");
     if (Status s = bench.RunHoist("cold", IoMode::kDirect, 1, "hoist"); !s.ok())
-      return ReportFailure(s);
+      return ReportOrExitNow(s);
     if (Status s = bench.RunHoist("cold", IoMode::kBuffered, 1, "hoist-buffered"); !s.ok())
-      return ReportFailure(s);
+      return ReportOrExitNow(s);
     for (const std::string& name : f.strategies) {
-      if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return ReportFailure(s);
+      if (Status s = bench.RunReference(name, "cold", 1); !s.ok()) return ReportOrExitNow(s);
     }
   }
   bench.Print();

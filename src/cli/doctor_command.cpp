@@ -13,6 +13,7 @@
 #include "base/units.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/load_flags.h"
 #include "device/checked_device.h"
 #include "device/host_memory.h"
 #include "format/model.h"
@@ -26,6 +27,7 @@ struct DoctorFlags {
   std::string path;
   std::string device = "auto";
   bool json = false;
+  double stall_timeout_s = kDefaultStallTimeoutSeconds;
 };
 
 struct Finding {
@@ -37,6 +39,11 @@ struct Finding {
 class Doctor {
  public:
   void Measured(const std::string& name, const Result<Throughput>& t) {
+    // A stalled device or a stop signal ends the doctor; other failures are findings.
+    if (!t.ok()) {
+      const Code code = t.status().code();
+      if (code == Code::kStalled || code == Code::kCancelled) ReportAndExitNow(t.status());
+    }
     if (t.ok()) {
       char text[64];
       std::snprintf(text, sizeof text, "%.2f GB/s", t->gbps());
@@ -143,11 +150,11 @@ int RunDoctor(const DoctorFlags& f) {
   const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
   doctor.Measured("pinned allocation (64 MiB buffers)", MeasurePinnedAllocation(dev, 64 * kMiB, 8));
   doctor.Measured("host-to-device, pinned 64 MiB copies",
-                  MeasureHostToDevice(dev, 64 * kMiB, total, true));
+                  MeasureHostToDevice(dev, 64 * kMiB, total, true, f.stall_timeout_s));
   doctor.Measured("host-to-device, pinned 1 MiB copies",
-                  MeasureHostToDevice(dev, 1 * kMiB, total / 4, true));
+                  MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, f.stall_timeout_s));
   doctor.Measured("host-to-device, pageable 64 MiB",
-                  MeasureHostToDevice(dev, 64 * kMiB, total / 4, false));
+                  MeasureHostToDevice(dev, 64 * kMiB, total / 4, false, f.stall_timeout_s));
   doctor.Measured("device-to-host, pinned 64 MiB copies",
                   MeasureDeviceToHost(dev, 64 * kMiB, total / 4, true));
   doctor.Measured("device-to-host, pageable 64 MiB",
@@ -212,6 +219,7 @@ Runner RegisterDoctor(CLI::App& app) {
   cmd->add_option("--device", f->device,
                   "auto, host, cuda:N, hip:N or sim[:options] (default auto)");
   cmd->add_flag("--json", f->json, "print the findings as one JSON object instead of the table");
+  AddStallTimeoutFlag(cmd, f->stall_timeout_s);
   return [f] { return RunDoctor(*f); };
 }
 

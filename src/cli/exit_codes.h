@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "base/platform.h"
 #include "base/status.h"
@@ -46,6 +47,24 @@ inline int ReportFailure(const Status& status) {
     return kExitSignalBase + StopSignalReceived();
   }
   return ExitCodeFor(status);
+}
+
+// For the failures after which the process must not wait on the device: a stall (a copy may
+// never complete, and freeing its memory could hang or corrupt) and a stop signal (the user
+// wants out now; the system frees what the process held). Reports and leaves at once.
+[[noreturn]] inline void ReportAndExitNow(const Status& status) {
+  const int code = ReportFailure(status);
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
+// ReportFailure, or for a stall or a stop signal ReportAndExitNow.
+inline int ReportOrExitNow(const Status& status) {
+  if (status.code() == Code::kStalled ||
+      (status.code() == Code::kCancelled && StopSignalReceived() != 0)) {
+    ReportAndExitNow(status);
+  }
+  return ReportFailure(status);
 }
 
 }  // namespace hoist::cli

@@ -110,13 +110,8 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   auto loaded = Load(*dir, std::move(device).value(), options);
   meter.Finish();
   if (!loaded.ok()) {
-    const int code = ReportFailure(loaded.status());
-    if (loaded.status().code() == Code::kStalled) {
-      // A stalled device may never let its memory go: leave now rather than wait on it.
-      std::fflush(nullptr);
-      std::_Exit(code);
-    }
-    return code;
+    if (loaded.status().code() == Code::kStalled) ReportAndExitNow(loaded.status());
+    return ReportFailure(loaded.status());
   }
   (*loaded)->report.phases.open_parse = open_parse;
   (*loaded)->report.phases.device_open = device_open;

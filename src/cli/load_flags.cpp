@@ -28,7 +28,13 @@ CLI::Validator FiniteRange(double min, double max) {
       description);
 }
 
-void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool watch_and_io) {
+void AddStallTimeoutFlag(CLI::App* cmd, double& seconds) {
+  cmd->add_option("--stall-timeout", seconds,
+                  "seconds without progress before the command fails with exit 3 (default 60)")
+      ->check(FiniteRange(0.05, kMaxStallTimeoutSeconds));
+}
+
+void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool io_and_checksum) {
   cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
       ->check(CLI::Range(0, kMaxReaderThreads));
   cmd->add_option("--chunk", f.chunk_mib, "MiB per read (default 4; at least 1/256)")
@@ -37,10 +43,8 @@ void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool watch_and_io) 
                   "staging budget in MiB (default: two chunks per reader thread; at most half "
                   "of the machine's memory)")
       ->check(FiniteRange(0.0, 1048576.0));
-  if (!watch_and_io) return;
-  cmd->add_option("--stall-timeout", f.stall_timeout_s,
-                  "seconds without progress before the load fails with exit 3 (default 60)")
-      ->check(FiniteRange(0.05, kMaxStallTimeoutSeconds));
+  AddStallTimeoutFlag(cmd, f.stall_timeout_s);
+  if (!io_and_checksum) return;
   cmd->add_option("--io", f.io, "buffered (page cache) or direct (O_DIRECT)")
       ->check(CLI::IsMember({"buffered", "direct"}));
   cmd->add_flag("--checksum", f.checksum, "XXH3-64 of every tensor over its staged bytes");

@@ -15,14 +15,16 @@ struct LoadSettingFlags {
   int threads = 0;
   double chunk_mib = 0;
   double staging_mib = 0;  // 0: two buffers per reader
-  double stall_timeout_s = 60;
+  double stall_timeout_s = kDefaultStallTimeoutSeconds;
   std::string io = "buffered";
   bool checksum = false;
 };
 
-// Adds --threads, --chunk and --staging; with `watch_and_io` also --stall-timeout, --io and
+// Adds --threads, --chunk, --staging and --stall-timeout; with `io_and_checksum` also --io and
 // --checksum (bench sets those itself).
-void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& flags, bool watch_and_io);
+void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& flags, bool io_and_checksum);
+// --stall-timeout alone, for commands that wait on a device without loading (doctor).
+void AddStallTimeoutFlag(CLI::App* cmd, double& seconds);
 // The LoadOptions for the flags, or an invalid-argument error naming the flag.
 Result<LoadOptions> ToLoadOptions(const LoadSettingFlags& flags);
 

@@ -1,6 +1,10 @@
 #include "device/checked_device.h"
 
+#include <chrono>
+#include <string>
 #include <thread>
+
+#include "base/platform.h"
 
 namespace hoist {
 
@@ -104,10 +108,16 @@ uint64_t CheckedDevice::live_pinned_bytes() const {
   return pinned_bytes_;
 }
 
-Status WaitForCopy(CopyHandle& copy) {
+Status WaitForCopy(CopyHandle& copy, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     HOIST_ASSIGN_OR_RETURN(bool done, copy.Poll());
     if (done) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(StopRequested());
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::Stalled("a device copy made no progress for " + std::to_string(timeout_s) +
+                             " s");
+    }
     std::this_thread::yield();
   }
 }

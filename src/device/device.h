@@ -71,7 +71,9 @@ class Device {
 
 // Polls a copy until it completes (yielding between polls): for measurements and reference
 // strategies that copy one buffer at a time. The load engine never waits on one copy.
-Status WaitForCopy(CopyHandle& copy);
+// kStalled when it has not completed within timeout_s seconds, kCancelled on a stop signal;
+// the copy may then still be running: its memory is not the caller's to free.
+Status WaitForCopy(CopyHandle& copy, double timeout_s);
 
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/platform.h"
 #include "device/host_memory.h"
 #include "io/file.h"
 
@@ -54,6 +55,8 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
       auto buffer = AllocateHostMemory(buffer_bytes, "read ceiling");
       Status status = buffer.ok() ? Status::Ok() : buffer.status();
       for (size_t k = next.fetch_add(1); status.ok() && k < pieces.size(); k = next.fetch_add(1)) {
+        status = StopRequested();
+        if (!status.ok()) break;
         const Piece& p = pieces[k];
         auto read = p.file->ReadCovering(p.offset, static_cast<unsigned char*>(*buffer), p.length);
         if (!read.ok()) status = read.status();
@@ -89,7 +92,7 @@ void FreeCopyHost(CheckedDevice& device, void* host, bool pinned) {
 }  // namespace
 
 Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
-                                       uint64_t total_bytes, bool pinned) {
+                                       uint64_t total_bytes, bool pinned, double stall_timeout_s) {
   constexpr uint64_t kSpan = 1ull << 30;
   copy_bytes = std::min(copy_bytes, kSpan);
   const uint64_t span = std::min(kSpan, std::max(copy_bytes, total_bytes));
@@ -117,11 +120,11 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
       // Keep a bounded number in flight (the pipeline keeps a few per queue), and never two
       // copies into the same slot at once.
       if (in_flight.size() >= max_in_flight) {
-        HOIST_RETURN_IF_ERROR(WaitForCopy(*in_flight.front()));
+        HOIST_RETURN_IF_ERROR(WaitForCopy(*in_flight.front(), stall_timeout_s));
         in_flight.erase(in_flight.begin());
       }
     }
-    for (auto& copy : in_flight) HOIST_RETURN_IF_ERROR(WaitForCopy(*copy));
+    for (auto& copy : in_flight) HOIST_RETURN_IF_ERROR(WaitForCopy(*copy, stall_timeout_s));
     return Status::Ok();
   };
   Throughput result;
@@ -150,8 +153,10 @@ Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_byte
   Throughput result;
   const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
   const Clock::time_point start = Clock::now();
-  for (uint64_t i = 0; status.ok() && i < copies; ++i)
-    status = device.CopyToHost(*host, source, copy_bytes);
+  for (uint64_t i = 0; status.ok() && i < copies; ++i) {
+    status = StopRequested();
+    if (status.ok()) status = device.CopyToHost(*host, source, copy_bytes);
+  }
   result = {copies * copy_bytes, SecondsSince(start)};
   FreeCopyHost(device, *host, pinned);
   (void)device.FreeDevice(source);
@@ -164,6 +169,7 @@ Result<Throughput> MeasurePinnedAllocation(CheckedDevice& device, uint64_t bytes
   ReleaseCachedMemory();  // each allocation pins fresh memory
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < count; ++i) {
+    HOIST_RETURN_IF_ERROR(StopRequested());
     HOIST_ASSIGN_OR_RETURN(void* p, device.AllocatePinned(bytes));
     static_cast<volatile unsigned char*>(p)[0] = 1;
     HOIST_RETURN_IF_ERROR(device.FreePinned(p));

@@ -18,15 +18,17 @@ struct Throughput {
 };
 
 // Reads every byte of the files with `threads` threads, `chunk_bytes` per read, through the
-// page cache or (direct) around it. The data is discarded.
+// page cache or (direct) around it. The data is discarded. Every measurement here ends with
+// kCancelled soon after a stop signal.
 Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, int threads,
                                        uint64_t chunk_bytes, bool direct);
 
 // Host-to-device copies of copy_bytes each from one pinned buffer (or, pageable, from
 // ordinary memory) until total_bytes have moved, spread over the device's queues, after a
-// warm-up. For `host` this is a memcpy into the destination.
+// warm-up. For `host` this is a memcpy into the destination. A copy that does not complete
+// within stall_timeout_s is kStalled.
 Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_bytes,
-                                       uint64_t total_bytes, bool pinned);
+                                       uint64_t total_bytes, bool pinned, double stall_timeout_s);
 // Device-to-host copies (synchronous, the way verify reads back) into pinned or ordinary memory.
 Result<Throughput> MeasureDeviceToHost(CheckedDevice& device, uint64_t copy_bytes,
                                        uint64_t total_bytes, bool pinned);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/platform.h"
 #include "base/units.h"
 #include "io/file.h"
 #include "plan/load_plan.h"
@@ -32,7 +33,8 @@ Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& mod
   return Status::Ok();
 }
 
-Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model) {
+Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model,
+                       double stall_timeout_s) {
   std::vector<std::unique_ptr<MappedFile>> maps;
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto map, MapFile(f.path));
@@ -41,10 +43,11 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
     const TensorEntry& t = dir.tensors[i];
     if (t.nbytes == 0) continue;
+    HOIST_RETURN_IF_ERROR(StopRequested());
     HOIST_ASSIGN_OR_RETURN(
         auto copy,
         device.CopyToDeviceAsync(model.pointers[i], maps[t.file]->data() + t.offset, t.nbytes, 0));
-    HOIST_RETURN_IF_ERROR(WaitForCopy(*copy));
+    HOIST_RETURN_IF_ERROR(WaitForCopy(*copy, stall_timeout_s));
   }
   return Status::Ok();
 }
@@ -52,7 +55,7 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
 // One thread, `count` pinned buffers of `bytes` used in turn; a buffer is refilled once its
 // previous copy has completed.
 Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model, int count,
-                  uint64_t bytes, bool direct) {
+                  uint64_t bytes, bool direct, double stall_timeout_s) {
   std::vector<std::unique_ptr<File>> files;
   OpenOptions options;
   options.direct = direct;
@@ -77,10 +80,12 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
   for (size_t i = 0; status.ok() && i < dir.tensors.size(); ++i) {
     const TensorEntry& t = dir.tensors[i];
     for (uint64_t done = 0; status.ok() && done < t.nbytes; done += piece) {
+      status = StopRequested();
+      if (!status.ok()) break;
       const uint64_t n = std::min(piece, t.nbytes - done);
       const size_t b = next++ % buffers.size();
       if (copies[b]) {
-        status = WaitForCopy(*copies[b]);
+        status = WaitForCopy(*copies[b], stall_timeout_s);
         copies[b].reset();
         if (!status.ok()) break;
       }
@@ -101,7 +106,7 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
   }
   for (auto& copy : copies) {
     if (copy) {
-      const Status waited = WaitForCopy(*copy);
+      const Status waited = WaitForCopy(*copy, stall_timeout_s);
       if (status.ok()) status = waited;
     }
   }
@@ -130,7 +135,7 @@ std::vector<ReferenceStrategy> AllReferenceStrategies() {
 
 Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
     const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
-    ReferenceStrategy strategy) {
+    ReferenceStrategy strategy, double stall_timeout_s) {
   auto model = std::make_unique<LoadedModel>();
   model->device = device;
   model->report.device = device->name();
@@ -139,13 +144,13 @@ Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
   Status status;
   switch (strategy) {
     case ReferenceStrategy::kMmapPageable:
-      status = LoadFromMapping(dir, *device, *model);
+      status = LoadFromMapping(dir, *device, *model, stall_timeout_s);
       break;
     case ReferenceStrategy::kPinned4x1MiB:
-      status = LoadStaged(dir, *device, *model, 4, 1ull << 20, false);
+      status = LoadStaged(dir, *device, *model, 4, 1ull << 20, false, stall_timeout_s);
       break;
     case ReferenceStrategy::kDirect4x64MiB: {
-      status = LoadStaged(dir, *device, *model, 4, 64ull << 20, true);
+      status = LoadStaged(dir, *device, *model, 4, 64ull << 20, true, stall_timeout_s);
       break;
     }
   }

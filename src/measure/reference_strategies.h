@@ -24,9 +24,10 @@ const char* ReferenceStrategyName(ReferenceStrategy strategy);
 std::vector<ReferenceStrategy> AllReferenceStrategies();
 
 // Loads every tensor of dir onto device the way the strategy does, into one allocation that
-// the result owns. report.wall_s and report.tensor_bytes are filled; Verify() checks it.
+// the result owns. report.wall_s and report.tensor_bytes are filled; Verify() checks it. A copy
+// that does not complete within stall_timeout_s is kStalled; a stop signal is kCancelled.
 Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
     const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
-    ReferenceStrategy strategy);
+    ReferenceStrategy strategy, double stall_timeout_s);
 
 }  // namespace hoist

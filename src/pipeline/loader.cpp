@@ -307,6 +307,17 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   }
 }
 
+// OK, or kFileChanged when `opened` (by a load or a verify) is no longer the file that `parsed`
+// describes: another file renamed over its name, or the same file written to since.
+Status CheckOpenedAsParsed(const FileEntry& parsed, const File& opened) {
+  if (const std::string change = DescribeFileChange(parsed.identity, opened.identity());
+      !change.empty()) {
+    return Status::FileChanged(parsed.path + ": " + change +
+                               " since the model was opened; open the model again");
+  }
+  return Status::Ok();
+}
+
 // OK, or kFileChanged naming the first of `files` that was written to since it was opened
 // (`during`: "while it was being loaded"). Asked through the open files: a rename over a
 // name does not change what they read.
@@ -459,11 +470,7 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
       file = open(f.path, o);
     }
     if (!file.ok()) return file.status();
-    if (const std::string change = DescribeFileChange(f.identity, (*file)->identity());
-        !change.empty()) {
-      return Status::FileChanged(f.path + ": " + change +
-                                 " since the model was opened; open the model again");
-    }
+    HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, **file));
     if ((*file)->size() != f.size) {
       return Status::IoError(f.path + ": file is now " + std::to_string((*file)->size()) +
                              " bytes, was " + std::to_string(f.size) + " when it was parsed");
@@ -543,7 +550,8 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
         std::lock_guard<std::mutex> lock(job->exit_mutex);
         job->running -= job->threads - r;  // these never ran
       }
-      job->Fail(thread.status().WithContext("fewer threads may do (--threads)"));
+      job->Fail(Status(thread.status().code(),
+                       thread.status().message() + "; fewer threads may do (--threads)"));
       break;
     }
     threads.push_back(std::move(thread).value());
@@ -672,11 +680,7 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
   std::vector<std::unique_ptr<File>> files;
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(f.path));
-    if (const std::string change = DescribeFileChange(f.identity, file->identity());
-        !change.empty()) {
-      return Status::FileChanged(f.path + ": " + change +
-                                 " since the model was opened; nothing to verify against");
-    }
+    HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, *file));
     files.push_back(std::move(file));
   }
   std::vector<size_t> work;
@@ -697,10 +701,7 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
       const auto* src = static_cast<const unsigned char*>(model.data(work[k]));
       for (uint64_t off = 0; off < t.nbytes; off += kPiece) {
         const uint64_t n = std::min(kPiece, t.nbytes - off);
-        Status s;
-        if (const int sig = StopSignalReceived(); sig != 0) {
-          s = Status::Cancelled("verify cancelled by signal " + std::to_string(sig));
-        }
+        Status s = StopRequested().WithContext("verify");
         if (s.ok()) s = files[t.file]->ReadExact(t.offset + off, from_file.data(), n);
         if (s.ok())
           s = model.device->CopyToHost(from_device.data(), src + off, n,

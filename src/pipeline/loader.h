@@ -32,12 +32,14 @@ struct LoadProgress {
 using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string& path,
                                                                const OpenOptions& options)>;
 
+inline constexpr double kDefaultStallTimeoutSeconds = 60;
+
 struct LoadOptions {
-  int threads = 0;              // reader threads; 0: chosen from the machine
-  uint64_t chunk_bytes = 0;     // bytes per read; 0: kDefaultChunkBytes
-  uint64_t staging_bytes = 0;   // the staging pool's budget; 0: DefaultStagingBytes
-  double stall_timeout_s = 60;  // no progress this long ends the load (kStalled)
-  bool checksum = false;        // XXH3-64 of every tensor, over its staged bytes
+  int threads = 0;             // reader threads; 0: chosen from the machine
+  uint64_t chunk_bytes = 0;    // bytes per read; 0: kDefaultChunkBytes
+  uint64_t staging_bytes = 0;  // the staging pool's budget; 0: DefaultStagingBytes
+  double stall_timeout_s = kDefaultStallTimeoutSeconds;  // no progress this long: kStalled
+  bool checksum = false;  // XXH3-64 of every tensor, over its staged bytes
   IoMode io = IoMode::kBuffered;
   std::vector<std::string> names;  // tensors to load; empty: all
   // Called on the loading thread about every 100 ms and once at the end; false cancels.

@@ -31,16 +31,7 @@ namespace {
 
 using testing::RunHoist;
 
-class ReliabilityCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SampleSpec spec;
-    spec.target_bytes = 16 << 20;
-    ASSERT_TRUE(WriteSampleModel(model_ = tmp_.File("m.gguf"), spec).ok());
-  }
-  testing::TempDir tmp_;
-  std::string model_;
-};
+class ReliabilityCliTest : public testing::SampleModelTest<16 << 20> {};
 
 // NaN passes every range check made of comparisons; each number is refused before the model is
 // opened, with the option's name.
@@ -148,7 +139,7 @@ TEST_F(ReliabilityCliTest, SigtermDuringVerifyReadBackEndsItWithin2Seconds) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(code, 143) << p.Err();
   EXPECT_LT(s, testing::TimeBound(2));
-  EXPECT_NE(p.Err().find("verify cancelled by signal 15"), std::string::npos) << p.Err();
+  EXPECT_NE(p.Err().find("verify: cancelled by signal 15"), std::string::npos) << p.Err();
 }
 
 // A copy whose modelled time outlasts the stall timeout: the watchdog's exit 3 comes at the
@@ -161,6 +152,33 @@ TEST_F(ReliabilityCliTest, CopySlowerThanTheStallTimeoutIsAbandonedAtOnce) {
     EXPECT_EQ(code, 3) << latency << ": " << p.Err();
     EXPECT_NE(p.Err().find("device copy stage on sim"), std::string::npos) << p.Err();
   }
+}
+
+// bench and doctor wait on device copies for their ceilings and reference strategies: a device
+// that stops completing copies ends them with exit 3 at the stall timeout, not never.
+TEST_F(ReliabilityCliTest, StalledDeviceEndsBenchAndDoctorAtTheStallTimeout) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"doctor", "--device", "sim:stall_after=1MiB", "--stall-timeout", "1"},
+      {"bench", model_, "--device", "sim:stall_after=1MiB", "--stall-timeout", "1", "--repeat",
+       "1"},
+  };
+  for (const auto& args : commands) {
+    testing::HoistProcess p(args);
+    EXPECT_EQ(p.Wait(testing::TimeBound(1 + 4)), 3) << args[0] << ": " << p.Err();
+    EXPECT_NE(p.Err().find("made no progress"), std::string::npos) << args[0] << ": " << p.Err();
+  }
+}
+
+// SIGTERM while bench measures its ceilings (here a slow link) ends it with 143 within 2 s.
+TEST_F(ReliabilityCliTest, SigtermDuringBenchMeasurementsEndsItWithin2Seconds) {
+  testing::HoistProcess p({"bench", model_, "--device", "sim:bandwidth=20MB/s"});
+  ASSERT_TRUE(p.WaitForErr("measuring ceilings", testing::TimeBound(10))) << p.Err();
+  const auto start = std::chrono::steady_clock::now();
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(testing::TimeBound(2)), 143) << p.Err();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+            testing::TimeBound(2));
+  EXPECT_NE(p.Err().find("cancelled by signal 15"), std::string::npos) << p.Err();
 }
 
 // Sets a file's times an hour back, so that any write now is seen as a change even where
