@@ -1,6 +1,7 @@
 #include "device/checked_device.h"
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -115,8 +116,9 @@ Status WaitForCopy(CopyHandle& copy, double timeout_s) {
     if (done) return Status::Ok();
     HOIST_RETURN_IF_ERROR(StopRequested());
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status::Stalled("a device copy made no progress for " + std::to_string(timeout_s) +
-                             " s");
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
+      return Status::Stalled(std::string("a device copy made no progress for ") + seconds + " s");
     }
     std::this_thread::yield();
   }
