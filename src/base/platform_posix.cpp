@@ -18,16 +18,19 @@
 namespace hoist {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+// Read by every thread that honours a stop (verify's workers, the measurements), so an atomic
+// rather than a volatile sig_atomic_t; lock-free, which makes it safe in a signal handler.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void OnStopSignal(int sig) {
-  if (g_stop_signal != 0) {
+  if (g_stop_signal.load() != 0) {
     // Second signal: the user insists. Restore the default action and re-raise.
     ::signal(sig, SIG_DFL);
     ::raise(sig);
     return;
   }
-  g_stop_signal = sig;
+  g_stop_signal.store(sig);
 }
 
 }  // namespace
@@ -126,6 +129,6 @@ void InstallStopSignalHandlers() {
   ::sigaction(SIGTERM, &action, nullptr);
 }
 
-int StopSignalReceived() { return g_stop_signal; }
+int StopSignalReceived() { return g_stop_signal.load(); }
 
 }  // namespace hoist
