@@ -46,6 +46,9 @@ class SampleModelTest : public ::testing::Test {
 };
 
 std::vector<unsigned char> ReadBytes(const std::string& path);
+// Sets a file's modification time an hour back, so that any write after it is seen as a change
+// whatever the grain of the file system's clock.
+void AgeFile(const std::string& path);
 void WriteBytes(const std::string& path, const std::vector<unsigned char>& bytes);
 
 // Little-endian byte builder for crafting files by hand.

@@ -571,10 +571,12 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
     }
     if (job->stop.load()) break;
     if (job->chunks_done.load() == total_chunks) break;
-    if ((options.cancel != nullptr && options.cancel->load()) || StopSignalReceived() != 0) {
-      const int sig = StopSignalReceived();
-      job->Fail(
-          Status::Cancelled(sig != 0 ? "cancelled by signal " + std::to_string(sig) : "cancelled"));
+    if (Status stop = StopRequested(); !stop.ok()) {
+      job->Fail(std::move(stop));
+      break;
+    }
+    if (options.cancel != nullptr && options.cancel->load()) {
+      job->Fail(Status::Cancelled("cancelled"));
       break;
     }
     if (options.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -147,9 +146,7 @@ TEST(CApiTest, FileChangedAfterOpenIsReported) {
       ASSERT_TRUE(hoist::WriteSampleModel(other, spec).ok());
       std::filesystem::rename(other, path);  // replaces path on Windows too (std::rename does not)
     } else {
-      // An hour back, then written: the modification time moves whatever the clock's grain.
-      const auto old = std::filesystem::last_write_time(path) - std::chrono::hours(1);
-      std::filesystem::last_write_time(path, old);
+      hoist::testing::AgeFile(path);
       hoist_model_close(model);
       ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK);
       std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

@@ -14,7 +14,6 @@
 #ifndef _WIN32
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,19 +180,9 @@ TEST_F(ReliabilityCliTest, SigtermDuringBenchMeasurementsEndsItWithin2Seconds) {
   EXPECT_NE(p.Err().find("cancelled by signal 15"), std::string::npos) << p.Err();
 }
 
-// Sets a file's times an hour back, so that any write now is seen as a change even where
-// the file system's clock is coarse.
-void AgeFile(const std::string& path) {
-  struct timeval old[2] = {};
-  ::gettimeofday(&old[0], nullptr);
-  old[0].tv_sec -= 3600;
-  old[1] = old[0];
-  ASSERT_EQ(::utimes(path.c_str(), old), 0);
-}
-
 // Overwritten in place while the load runs: exit 6, never 0 with torn tensors.
 TEST_F(ReliabilityCliTest, FileWrittenToDuringALoadIsReportedAsChanged) {
-  AgeFile(model_);
+  testing::AgeFile(model_);
   testing::HoistProcess p({"load", model_, "--device", "sim:bandwidth=8MB/s", "--quiet"});
   ASSERT_TRUE(p.WaitUntil([&] { return p.HasOpen(model_); }, testing::TimeBound(10)));
   {

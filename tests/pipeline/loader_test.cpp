@@ -430,9 +430,7 @@ TEST_F(FaultTest, ProgressReportsEverythingAtTheEnd) {
 // never a success with tensors that mix old and new bytes.
 TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
   const std::string path = dir_.files[0].path;
-  // An hour back, so that the write below moves the modification time whatever its grain.
-  std::filesystem::last_write_time(path,
-                                   std::filesystem::last_write_time(path) - std::chrono::hours(1));
+  testing::AgeFile(path);
   auto opened = OpenModel(path);
   ASSERT_TRUE(opened.ok());
   auto device = Device("sim:bandwidth=50MB/s");
