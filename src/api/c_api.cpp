@@ -150,7 +150,7 @@ void hoist_load_options_init(hoist_load_options* options) {
 hoist_status hoist_model_open(const char* path, hoist_model** out) {
   if (path == nullptr || out == nullptr) return Invalid("path and out must not be NULL");
   return Guarded([&] {
-    auto dir = hoist::OpenModel(path);
+    auto dir = hoist::ReadModelDirectory(path);
     if (!dir.ok()) return Fail(dir.status());
     auto model = std::make_unique<hoist_model>();
     model->dir = std::move(dir).value();

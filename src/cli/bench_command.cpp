@@ -77,7 +77,7 @@ std::string MakeCold(const TensorDirectory& dir) {
   if (drop.dropped) return drop.how;
   bool advised = true;
   for (const FileEntry& f : dir.files) {
-    auto file = OpenFile(f.path);
+    auto file = dir.source().Open(f.path, {});
     advised =
         advised && file.ok() && (*file)->Advise(AccessHint::kDropCache, 0, (*file)->size()).ok();
   }
@@ -102,16 +102,16 @@ class Bench {
   Status Ceilings() {
     const int threads = std::max(8, DefaultReaderThreads());
     HOIST_ASSIGN_OR_RETURN(Throughput warmup,
-                           MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+                           MeasureParallelRead(dir_.source(), paths_, threads, 8 * kMiB, false));
     (void)warmup;
     HOIST_ASSIGN_OR_RETURN(Throughput cached,
-                           MeasureParallelRead(paths_, threads, 8 * kMiB, false));
+                           MeasureParallelRead(dir_.source(), paths_, threads, 8 * kMiB, false));
     page_cache_gbps_ = cached.gbps();
     // The raw direct read: the better of many small reads and fewer large ones (NVMe and
     // virtual disks differ in which they prefer).
     for (const auto& [direct_threads, direct_chunk] :
          {std::pair{threads, 8 * kMiB}, std::pair{8, 64 * kMiB}}) {
-      auto direct = MeasureParallelRead(paths_, direct_threads, direct_chunk, true);
+      auto direct = MeasureParallelRead(dir_.source(), paths_, direct_threads, direct_chunk, true);
       if (direct.ok()) {
         direct_gbps_ = std::max(direct_gbps_, direct->gbps());
       } else {
@@ -124,7 +124,7 @@ class Bench {
                                                                load_options_.stall_timeout_s));
     h2d_gbps_ = h2d.gbps();
     // The file must be back in the page cache for the warm runs.
-    auto rewarm = MeasureParallelRead(paths_, threads, 8 * kMiB, false);
+    auto rewarm = MeasureParallelRead(dir_.source(), paths_, threads, 8 * kMiB, false);
     return rewarm.ok() ? Status::Ok() : rewarm.status();
   }
 
@@ -355,7 +355,7 @@ int RunBench(BenchFlags f) {
   InstallStopSignalHandlers();
   auto options = ToLoadOptions(f.settings);
   if (!options.ok()) return ReportFailure(options.status());
-  auto dir = OpenModel(f.path);
+  auto dir = ReadModelDirectory(f.path);
   if (!dir.ok()) return ReportFailure(dir.status());
   auto device = OpenDevice(f.device);
   if (!device.ok()) return ReportFailure(device.status());

@@ -110,7 +110,7 @@ int RunDoctor(const DoctorFlags& f) {
   // Storage, from the model's own files.
   std::vector<std::string> paths;
   if (!f.path.empty()) {
-    auto dir = OpenModel(f.path);
+    auto dir = ReadModelDirectory(f.path);
     if (!dir.ok()) {
       return ReportFailure(dir.status());
     }
@@ -122,16 +122,17 @@ int RunDoctor(const DoctorFlags& f) {
     const CacheDrop drop = DropPageCache();
     if (drop.dropped) {
       doctor.Measured("storage read, buffered (cold)",
-                      MeasureParallelRead(paths, threads, 8 * kMiB, false));
+                      MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
     } else {
       doctor.Measured("storage read, buffered",
                       Status::Unavailable("the page cache cannot be emptied here (" + drop.how +
                                           "); see the direct read"));
     }
-    auto direct = MeasureParallelRead(paths, threads, 8 * kMiB, true);
+    auto direct = MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, true);
     doctor.Measured("storage read, direct (O_DIRECT)", direct);
-    (void)MeasureParallelRead(paths, threads, 8 * kMiB, false);
-    doctor.Measured("page-cache read", MeasureParallelRead(paths, threads, 8 * kMiB, false));
+    (void)MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false);
+    doctor.Measured("page-cache read",
+                    MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
     if (fs == "nfs" || fs == "cifs" || fs == "smb" || fs == "smb2" || fs == "fuse" || fs == "9p") {
       doctor.Trap("the model is on a network or user-space file system (" + fs +
                   "): cold loads run at the network's rate, and direct I/O may be refused; copy "

@@ -25,7 +25,7 @@ Runner RegisterInspect(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", options->json, "print one JSON object (schema in docs/CLI.md)");
   return [options]() -> int {
-    auto dir = OpenModel(options->path);
+    auto dir = ReadModelDirectory(options->path);
     if (!dir.ok()) {
       return ReportFailure(dir.status());
     }

@@ -93,7 +93,7 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   if (!resolved.ok()) return ReportFailure(resolved.status());
   LoadOptions options = std::move(resolved).value();
   const auto start = std::chrono::steady_clock::now();
-  auto opened = OpenModel(f.path);
+  auto opened = ReadModelDirectory(f.path);
   if (!opened.ok()) return ReportFailure(opened.status());
   *dir = std::move(opened).value();
   const double open_parse =

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <regex>
 #include <set>
-#include <system_error>
 #include <unordered_map>
 
 #include "format/gguf.h"
@@ -16,7 +14,6 @@
 #include "io/file.h"
 
 namespace hoist {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr uint64_t kMaxIndexBytes = 100'000'000;
@@ -26,8 +23,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Result<TensorDirectory> ReadOneFile(const std::string& path) {
-  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, OpenFile(path));
+Result<TensorDirectory> ReadOneFile(Storage& storage, const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(path, {}));
   char magic[4] = {};
   if (file->size() >= 4) HOIST_RETURN_IF_ERROR(file->ReadExact(0, magic, 4));
   if (std::memcmp(magic, "GGUF", 4) == 0 || EndsWith(path, ".gguf")) return ReadGguf(*file);
@@ -55,7 +52,7 @@ Status Merge(TensorDirectory& whole, TensorDirectory part,
 }
 
 // Resolves a shard name from an index to a path inside dir, or explains why not.
-Result<std::string> ResolveShard(const fs::path& dir, const std::string& name,
+Result<std::string> ResolveShard(Storage& storage, const std::string& dir, const std::string& name,
                                  const std::string& index_path, uint64_t at) {
   const bool plain = !name.empty() && name != "." && name != ".." &&
                      name.find('/') == std::string::npos && name.find('\\') == std::string::npos &&
@@ -65,26 +62,19 @@ Result<std::string> ResolveShard(const fs::path& dir, const std::string& name,
         index_path, at,
         "shard name '" + name + "' is not a plain file name inside the model's directory");
   }
-  const fs::path candidate = dir / name;
-  std::error_code ec;
-  const fs::path real_dir = fs::canonical(dir, ec);
-  if (ec) return Status::IoError(dir.generic_string() + ": cannot resolve: " + ec.message());
-  const fs::path real = fs::canonical(candidate, ec);
-  if (ec)
-    return Status::NotFound(candidate.generic_string() + ": shard named in " + index_path +
-                            " cannot be opened: " + ec.message());
-  if (real.parent_path() != real_dir) {
-    return Status::InvalidModel(index_path, at,
-                                "shard '" + name +
-                                    "' is a link that leads outside the model's "
-                                    "directory (to " +
-                                    real.generic_string() + ")");
+  auto resolved = storage.ResolveInside(dir, name);
+  if (resolved.ok()) return resolved;
+  if (resolved.status().code() == Code::kNotFound) {
+    return Status::NotFound(resolved.status().message() + " (shard named in " + index_path + ")");
   }
-  return candidate.generic_string();
+  if (resolved.status().code() == Code::kInvalidArgument) {
+    return Status::InvalidModel(index_path, at, "shard " + resolved.status().message());
+  }
+  return resolved.status();
 }
 
-Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
-  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, OpenFile(index_path));
+Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string& index_path) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(index_path, {}));
   if (file->size() > kMaxIndexBytes) {
     return Status::InvalidModel(index_path, 0,
                                 "index is " + std::to_string(file->size()) +
@@ -101,9 +91,7 @@ Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
   if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object()) {
     return Status::InvalidModel(index_path, 0, "index has no 'weight_map' object");
   }
-  const fs::path dir = fs::path(index_path).parent_path().empty()
-                           ? fs::path(".")
-                           : fs::path(index_path).parent_path();
+  const std::string dir = storage.Parent(index_path);
   // Shards in order of first mention; tensor → shard name.
   std::vector<std::string> shards;
   std::map<std::string, std::string> expected;
@@ -121,8 +109,8 @@ Result<TensorDirectory> OpenSafetensorsIndex(const std::string& index_path) {
   std::unordered_map<std::string, uint32_t> owner;
   for (const std::string& name : shards) {
     HOIST_ASSIGN_OR_RETURN(std::string path,
-                           ResolveShard(dir, name, index_path, position_of(name)));
-    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(path));
+                           ResolveShard(storage, dir, name, index_path, position_of(name)));
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, path));
     if (part.format != "safetensors") {
       return Status::InvalidModel(path, 0, "shard named in a safetensors index is not safetensors");
     }
@@ -187,13 +175,14 @@ Result<uint64_t> SplitKey(const TensorDirectory& part, const char* key) {
   return m->value.get<uint64_t>();
 }
 
-Result<TensorDirectory> OpenGgufSplits(const std::string& first, const SplitName& split) {
+Result<TensorDirectory> OpenGgufSplits(Storage& storage, const std::string& first,
+                                       const SplitName& split) {
   TensorDirectory whole;
   std::unordered_map<std::string, uint32_t> owner;
   uint64_t declared_tensors = 0;
   for (int i = 1; i <= split.count; ++i) {
     const std::string path = SplitPath(split.prefix, i, split.count);
-    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(path));
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, path));
     if (part.format != "gguf") return Status::InvalidModel(path, 0, "split file is not GGUF");
     HOIST_ASSIGN_OR_RETURN(uint64_t no, SplitKey(part, "split.no"));
     HOIST_ASSIGN_OR_RETURN(uint64_t count, SplitKey(part, "split.count"));
@@ -220,20 +209,20 @@ Result<TensorDirectory> OpenGgufSplits(const std::string& first, const SplitName
   return whole;
 }
 
-Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
-  const fs::path index = dir / "model.safetensors.index.json";
-  std::error_code ec;
-  if (fs::exists(index, ec)) return OpenSafetensorsIndex(index.generic_string());
+Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path);
+
+Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) {
+  HOIST_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.ListFiles(dir));
+  const std::string index = storage.Join(dir, "model.safetensors.index.json");
+  if (std::find(names.begin(), names.end(), index) != names.end()) {
+    return OpenSafetensorsIndex(storage, index);
+  }
   std::vector<std::string> safetensors;
   std::vector<std::string> gguf;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::error_code type_error;  // an entry that cannot be examined is passed over
-    if (!entry.is_regular_file(type_error)) continue;
-    const std::string p = entry.path().generic_string();
+  for (const std::string& p : names) {
     if (EndsWith(p, ".safetensors")) safetensors.push_back(p);
     if (EndsWith(p, ".gguf")) gguf.push_back(p);
   }
-  if (ec) return Status::IoError(dir.generic_string() + ": cannot list: " + ec.message());
   std::sort(safetensors.begin(), safetensors.end());
   std::sort(gguf.begin(), gguf.end());
   if (!safetensors.empty()) {
@@ -241,51 +230,53 @@ Result<TensorDirectory> OpenDirectory(const fs::path& dir) {
     whole.format = "safetensors";
     std::unordered_map<std::string, uint32_t> owner;
     for (const std::string& p : safetensors) {
-      HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(p));
+      HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, p));
       if (whole.files.empty()) whole.metadata = part.metadata;
       HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
     }
     whole.IndexNames();
     return whole;
   }
-  if (gguf.size() == 1) return OpenModel(gguf[0]);
+  if (gguf.size() == 1) return ReadAnyShape(storage, gguf[0]);
   SplitName split;
   if (!gguf.empty() && ParseSplitName(gguf[0], &split) && split.number == 1 &&
       gguf.size() == static_cast<size_t>(split.count)) {
-    return OpenGgufSplits(gguf[0], split);
+    return OpenGgufSplits(storage, gguf[0], split);
   }
   if (gguf.empty()) {
-    return Status::NotFound(dir.generic_string() +
-                            ": no .safetensors or .gguf files in the directory");
+    return Status::NotFound(dir + ": no .safetensors or .gguf files in the directory");
   }
-  return Status::InvalidArgument(dir.generic_string() + ": holds " + std::to_string(gguf.size()) +
+  return Status::InvalidArgument(dir + ": holds " + std::to_string(gguf.size()) +
                                  " GGUF files that are not one split set; name one");
 }
 
-}  // namespace
-
-Result<TensorDirectory> OpenModel(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) {
-    // What the system said: a missing file, a link loop, a name too long, a directory that
-    // may not be searched are different troubles with different cures.
-    if (!ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-    const Code code = ec == std::errc::no_such_file_or_directory ? Code::kNotFound : Code::kIoError;
-    return Status(code, path + ": " + ec.message());
-  }
-  if (fs::is_directory(st)) return OpenDirectory(path);
-  if (EndsWith(path, ".json")) return OpenSafetensorsIndex(path);
+// The directory of whatever `path` names, read through storage.
+Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(const EntryType type, storage.Type(path));
+  if (type == EntryType::kDirectory) return OpenDirectory(storage, path);
+  if (EndsWith(path, ".json")) return OpenSafetensorsIndex(storage, path);
   SplitName split;
   if (EndsWith(path, ".gguf") && ParseSplitName(path, &split)) {
     if (split.number != 1) {
       return Status::InvalidArgument(path + ": name the first split (" +
                                      SplitPath(split.prefix, 1, split.count) + ")");
     }
-    if (split.count > 1) return OpenGgufSplits(path, split);
+    if (split.count > 1) return OpenGgufSplits(storage, path, split);
   }
-  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadOneFile(path));
+  return ReadOneFile(storage, path);
+}
+
+}  // namespace
+
+Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
+                                           const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadAnyShape(*storage, path));
+  dir.storage = storage;
   return dir;
+}
+
+Result<TensorDirectory> ReadModelDirectory(const std::string& path) {
+  return ReadModelDirectory(LocalStorage(), path);
 }
 
 }  // namespace hoist

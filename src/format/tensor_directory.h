@@ -3,13 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "io/file.h"
+#include "io/storage.h"
 
 namespace hoist {
 
@@ -45,6 +46,10 @@ struct TensorDirectory {
   std::vector<MetadataEntry> metadata;
   std::vector<TensorEntry> tensors;
   std::vector<std::string> warnings;  // rules bent but not broken (overlaps, stray tensors)
+  // Where `files` are read from (set by ReadModelDirectory); null: the local file system.
+  std::shared_ptr<Storage> storage;
+
+  Storage& source() const { return storage ? *storage : *LocalStorage(); }
 
   uint64_t total_bytes() const;
   // Builds the name index; call after the tensor list is final.

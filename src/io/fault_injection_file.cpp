@@ -25,4 +25,12 @@ Result<RawRead> FaultInjectionFile::ReadSome(uint64_t offset, void* dst, size_t 
   return target_->ReadSome(offset, dst, n);
 }
 
+Result<std::unique_ptr<File>> FaultInjectionStorage::Open(const std::string& name,
+                                                          const OpenOptions& options) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, target_->Open(name, options));
+  auto faulty = std::make_unique<FaultInjectionFile>(std::move(file), plan_);
+  if (on_open_) on_open_(*faulty);
+  return std::unique_ptr<File>(std::move(faulty));
+}
+
 }  // namespace hoist

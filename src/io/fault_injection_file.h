@@ -1,14 +1,18 @@
 // A File that forwards to another and injects the faults real storage produces: short reads,
-// EINTR, EIO at a chosen offset, truncation, slow or hanging reads. Tests wrap real files
-// in it to prove that every reader of hoist survives or reports each fault.
+// EINTR, EIO at a chosen offset, truncation, slow or hanging reads; and a Storage whose files
+// all do. Tests wrap real files in them to prove that every reader of hoist survives or
+// reports each fault.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/file.h"
+#include "io/storage.h"
 
 namespace hoist {
 
@@ -47,6 +51,35 @@ class FaultInjectionFile final : public File {
   FaultPlan plan_;
   std::atomic<uint64_t> reads_{0};
   std::atomic<bool> released_{false};
+};
+
+// Forwards to `target`, wrapping every file it opens in a FaultInjectionFile with `plan`.
+class FaultInjectionStorage final : public Storage {
+ public:
+  // on_open, when set, sees each file opened (the storage keeps no pointer to it).
+  FaultInjectionStorage(std::shared_ptr<Storage> target, FaultPlan plan,
+                        std::function<void(FaultInjectionFile&)> on_open = nullptr)
+      : target_(std::move(target)), plan_(plan), on_open_(std::move(on_open)) {}
+
+  std::string description() const override { return target_->description() + " with faults"; }
+  StorageCapabilities capabilities() const override { return target_->capabilities(); }
+  Result<std::unique_ptr<File>> Open(const std::string& name, const OpenOptions& options) override;
+  Result<EntryType> Type(const std::string& name) override { return target_->Type(name); }
+  Result<std::vector<std::string>> ListFiles(const std::string& dir) override {
+    return target_->ListFiles(dir);
+  }
+  Result<std::string> ResolveInside(const std::string& dir, const std::string& file) override {
+    return target_->ResolveInside(dir, file);
+  }
+  std::string Parent(const std::string& name) const override { return target_->Parent(name); }
+  std::string Join(const std::string& dir, const std::string& file) const override {
+    return target_->Join(dir, file);
+  }
+
+ private:
+  std::shared_ptr<Storage> target_;
+  FaultPlan plan_;
+  std::function<void(FaultInjectionFile&)> on_open_;
 };
 
 }  // namespace hoist

@@ -1,7 +1,9 @@
-// A File over bytes in memory: for fuzzers and tests that need no disk.
+// A File over bytes in memory: for fuzzers, tests and MemoryStorage, which need no disk.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,14 +15,18 @@ namespace hoist {
 class MemoryFile final : public File {
  public:
   MemoryFile(std::string path, std::vector<unsigned char> bytes)
+      : MemoryFile(std::move(path),
+                   std::make_shared<const std::vector<unsigned char>>(std::move(bytes))) {}
+  // Shares bytes with whoever else holds them (MemoryStorage's files); they must not change.
+  MemoryFile(std::string path, std::shared_ptr<const std::vector<unsigned char>> bytes)
       : path_(std::move(path)), bytes_(std::move(bytes)) {}
 
   const std::string& path() const override { return path_; }
-  uint64_t size() const override { return bytes_.size(); }
+  uint64_t size() const override { return bytes_->size(); }
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
-    if (offset >= bytes_.size()) return RawRead{0, false};
-    const size_t got = std::min<uint64_t>(n, bytes_.size() - offset);
-    std::memcpy(dst, bytes_.data() + offset, got);
+    if (offset >= bytes_->size()) return RawRead{0, false};
+    const size_t got = std::min<uint64_t>(n, bytes_->size() - offset);
+    std::memcpy(dst, bytes_->data() + offset, got);
     return RawRead{got, false};
   }
   Status Advise(AccessHint /*hint*/, uint64_t /*offset*/, uint64_t /*length*/) override {
@@ -29,7 +35,7 @@ class MemoryFile final : public File {
 
  private:
   std::string path_;
-  std::vector<unsigned char> bytes_;
+  std::shared_ptr<const std::vector<unsigned char>> bytes_;
 };
 
 }  // namespace hoist

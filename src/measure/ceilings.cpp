@@ -23,8 +23,8 @@ double SecondsSince(Clock::time_point start) {
 
 }  // namespace
 
-Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, int threads,
-                                       uint64_t chunk_bytes, bool direct) {
+Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
+                                       int threads, uint64_t chunk_bytes, bool direct) {
   struct Piece {
     File* file;
     uint64_t offset;
@@ -35,8 +35,8 @@ Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, in
   Throughput result;
   OpenOptions options;
   options.direct = direct;
-  for (const std::string& path : paths) {
-    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(path, options));
+  for (const std::string& name : names) {
+    HOIST_ASSIGN_OR_RETURN(auto file, storage.Open(name, options));
     for (uint64_t at = 0; at < file->size(); at += chunk_bytes) {
       pieces.push_back({file.get(), at, std::min(chunk_bytes, file->size() - at)});
     }

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "device/checked_device.h"
+#include "io/storage.h"
 
 namespace hoist {
 
@@ -17,11 +18,11 @@ struct Throughput {
   double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
 };
 
-// Reads every byte of the files with `threads` threads, `chunk_bytes` per read, through the
-// page cache or (direct) around it. The data is discarded. Every measurement here ends with
-// kCancelled soon after a stop signal.
-Result<Throughput> MeasureParallelRead(const std::vector<std::string>& paths, int threads,
-                                       uint64_t chunk_bytes, bool direct);
+// Reads every byte of the named files of storage with `threads` threads, `chunk_bytes` per
+// read, through the page cache or (direct) around it. The data is discarded. Every
+// measurement here ends with kCancelled soon after a stop signal.
+Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
+                                       int threads, uint64_t chunk_bytes, bool direct);
 
 // Host-to-device copies of copy_bytes each from one pinned buffer (or, pageable, from
 // ordinary memory) until total_bytes have moved, spread over the device's queues, after a

@@ -23,9 +23,10 @@ Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& mod
     offsets.push_back(total);
     total += AlignUp(t.nbytes, kDeviceAlignment);
   }
-  HOIST_ASSIGN_OR_RETURN(model.allocation, device.AllocateDevice(std::max<uint64_t>(total, 1)));
+  HOIST_ASSIGN_OR_RETURN(void* block, device.AllocateDevice(std::max<uint64_t>(total, 1)));
+  model.allocations = {block};
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    model.pointers.push_back(static_cast<char*>(model.allocation) + offsets[i]);
+    model.pointers.push_back(static_cast<char*>(block) + offsets[i]);
     model.loaded_mask.push_back(true);
     model.report.tensor_bytes += dir.tensors[i].nbytes;
   }
@@ -60,7 +61,7 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
   OpenOptions options;
   options.direct = direct;
   for (const FileEntry& f : dir.files) {
-    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(f.path, options));
+    HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, options));
     files.push_back(std::move(file));
   }
   std::vector<void*> buffers;
@@ -137,7 +138,7 @@ Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
     const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
     ReferenceStrategy strategy, double stall_timeout_s) {
   auto model = std::make_unique<LoadedModel>();
-  model->device = device;
+  model->devices = {device};
   model->report.device = device->name();
   const Clock::time_point start = Clock::now();
   HOIST_RETURN_IF_ERROR(Place(dir, *device, *model));

@@ -1,6 +1,8 @@
 // The staged load engine: reads a model's tensors into bounded pinned staging buffers on many
-// threads and copies them to a device with many copies in flight, never handing file-backed or
-// large pageable memory to a DMA engine, watched by a watchdog and cancellable at every wait.
+// threads and copies them to one or more devices with many copies in flight, never handing
+// file-backed or large pageable memory to a DMA engine, watched by a watchdog and cancellable
+// at every wait. The steps live in load_session.cpp (prepare, stream, tear down), reader.cpp
+// (the hot loop), watchdog.cpp, tensor_checksums.cpp and verify.cpp.
 #pragma once
 
 #include <atomic>
@@ -29,9 +31,6 @@ struct LoadProgress {
   double elapsed_s = 0;       // since streaming began
 };
 
-using FileOpener = std::function<Result<std::unique_ptr<File>>(const std::string& path,
-                                                               const OpenOptions& options)>;
-
 inline constexpr double kDefaultStallTimeoutSeconds = 60;
 
 struct LoadOptions {
@@ -46,11 +45,13 @@ struct LoadOptions {
   std::function<bool(const LoadProgress&)> progress;
   // Set from any thread to cancel. SIGINT/SIGTERM also cancel once handlers are installed.
   const std::atomic<bool>* cancel = nullptr;
-  // Destinations chosen by the caller (an engine's own buffers): the device pointer for
-  // directory tensor `index`, which must hold tensor.nbytes bytes. Unset: hoist allocates one
-  // block per device and owns it.
+  // Which of Load's devices each directory tensor goes to (an index into them, one entry per
+  // tensor). Empty: every tensor to the first.
+  std::vector<uint32_t> placement;
+  // Destinations chosen by the caller (an engine's own buffers): the pointer on the tensor's
+  // device for directory tensor `index`, which must hold tensor.nbytes bytes. Unset: hoist
+  // allocates one block per device and owns it.
   std::function<Result<void*>(size_t index, const TensorEntry& tensor)> destination;
-  FileOpener open_file;  // tests inject faults here; unset: OpenFile
 };
 
 struct PhaseSeconds {
@@ -65,7 +66,7 @@ struct PhaseSeconds {
 };
 
 struct LoadReport {
-  std::string device;
+  std::string device;  // the devices' names, joined by ", "
   uint64_t tensor_bytes = 0;
   uint64_t read_bytes = 0;
   size_t tensors = 0;
@@ -83,8 +84,8 @@ struct LoadReport {
   std::vector<std::string> warnings;
 };
 
-// Tensors on a device. Destroying it frees the device memory hoist allocated (never memory
-// the caller supplied through LoadOptions::destination).
+// Tensors on one or more devices. Destroying it frees the device memory hoist allocated (never
+// memory the caller supplied through LoadOptions::destination).
 class LoadedModel {
  public:
   LoadedModel() = default;
@@ -92,19 +93,29 @@ class LoadedModel {
   LoadedModel& operator=(const LoadedModel&) = delete;
   ~LoadedModel();
 
-  // Device pointer of directory tensor i, or nullptr when it was not loaded.
+  // Pointer of directory tensor i on its device, or nullptr when it was not loaded.
   void* data(size_t i) const { return pointers[i]; }
   bool loaded(size_t i) const { return loaded_mask[i]; }
+  // The device that holds directory tensor i.
+  CheckedDevice& device_of(size_t i) const {
+    return *devices[placement.empty() ? 0 : placement[i]];
+  }
 
   std::vector<void*> pointers;
   std::vector<bool> loaded_mask;
   std::vector<uint64_t> checksums;  // XXH3-64 per tensor when LoadOptions::checksum
   LoadReport report;
-  std::shared_ptr<CheckedDevice> device;
-  void* allocation = nullptr;  // owned when non-null
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  std::vector<uint32_t> placement;  // per directory tensor: index into devices; empty: all on 0
+  std::vector<void*> allocations;   // per device: hoist's block, owned when non-null
   bool external_destinations = false;
 };
 
+// Loads the selected tensors onto devices as options.placement says.
+Result<std::unique_ptr<LoadedModel>> Load(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const LoadOptions& options);
+// Everything onto one device.
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
                                           const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options);

@@ -1,5 +1,6 @@
-// Planning a load: where each tensor goes on the device, which file ranges to read
-// (adjacent tensors coalesced into extents), and how the extents are cut into chunks.
+// Planning a load: which device each tensor goes to and where in that device's one allocation,
+// which file ranges to read (adjacent tensors bound for one device coalesced into extents),
+// and how the extents are cut into chunks.
 #pragma once
 
 #include <cstdint>
@@ -23,26 +24,49 @@ struct Segment {
   uint64_t length = 0;
 };
 
-// One read: a file range that lands in one staging buffer.
+// One read: a file range that lands in one staging buffer and goes to one device.
 struct Chunk {
+  uint32_t device = 0;  // index into the load's devices
   uint32_t file = 0;
   uint64_t offset = 0;  // absolute, in the file
   uint64_t length = 0;
   std::vector<Segment> segments;  // in tensor-offset order for each tensor
 };
 
-struct LoadPlan {
-  std::vector<uint32_t> tensors;        // the tensors loaded, in directory order
-  std::vector<uint64_t> device_offset;  // per directory tensor: offset in the allocation
-  uint64_t allocation_bytes = 0;        // one allocation per device, each tensor 256-aligned
-  std::vector<Chunk> chunks;            // in (file, offset) order
-  uint64_t tensor_bytes = 0;            // sum of the loaded tensors' sizes
-  uint64_t read_bytes = 0;              // sum of chunk lengths (tensor bytes plus small gaps)
+// Which device each tensor goes to.
+struct Placement {
+  uint32_t devices = 1;
+  std::vector<uint32_t> device_of;  // per directory tensor, below `devices`; empty: all on 0
+};
+
+// Where each selected tensor lives: its device and its offset in that device's one block.
+struct DeviceLayout {
+  std::vector<uint32_t> tensors;              // the tensors loaded, in directory order
+  std::vector<uint32_t> device_of;            // per directory tensor: its device
+  std::vector<uint64_t> device_offset;        // per directory tensor: offset in its block
+  std::vector<uint64_t> allocation_bytes;     // per device: one block, each tensor 256-aligned
+  std::vector<uint64_t> device_tensor_bytes;  // per device: the loaded tensors' bytes
+  uint64_t tensor_bytes = 0;                  // sum of the loaded tensors' sizes
   uint64_t largest_tensor = 0;
 };
 
-// selected: which tensors to load (empty: all). chunk_bytes > 0.
+// The layout and the reads that fill it.
+struct LoadPlan : DeviceLayout {
+  std::vector<Chunk> chunks;  // in (device, file, offset) order
+  // Per device d, its chunks are [first_chunk[d], first_chunk[d + 1]).
+  std::vector<size_t> first_chunk;
+  uint64_t read_bytes = 0;  // sum of chunk lengths (tensor bytes plus small gaps)
+};
+
+// selected: which tensors to load (empty: all). A placement that names a device outside its
+// count, or that does not cover every tensor, is kInvalidArgument.
+Result<DeviceLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
+                                   const Placement& placement = {});
+// Cuts the layout's file ranges into chunks of at most chunk_bytes (> 0).
+Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layout,
+                            uint64_t chunk_bytes);
+// Both at once.
 Result<LoadPlan> PlanLoad(const TensorDirectory& dir, const std::vector<bool>& selected,
-                          uint64_t chunk_bytes);
+                          uint64_t chunk_bytes, const Placement& placement = {});
 
 }  // namespace hoist

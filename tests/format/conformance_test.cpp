@@ -25,7 +25,7 @@ TEST(ConformanceTest, EveryCorpusFileMatchesTheReferenceReaders) {
   for (const auto& [relative, expected] : reference.items()) {
     SCOPED_TRACE(relative);
     const std::string path = testing::CorpusDir() + "/" + relative;
-    auto model = OpenModel(path);
+    auto model = ReadModelDirectory(path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     EXPECT_TRUE(model->warnings.empty());
     if (expected.contains("version")) {

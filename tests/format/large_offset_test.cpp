@@ -26,7 +26,7 @@ TEST(LargeOffsetTest, SparseGgufWithTensorsBeyondTwoAndFourGiB) {
   testing::TempDir dir;
   const std::string path = dir.File("far.gguf");
   ASSERT_TRUE(testing::WriteFarGguf(path, 5));
-  auto model = OpenModel(path);
+  auto model = ReadModelDirectory(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ASSERT_EQ(model->tensors.size(), 3u);
   EXPECT_EQ(model->tensors[0].nbytes, 64u);
@@ -50,7 +50,7 @@ TEST(LargeOffsetTest, SparseSafetensorsWithTensorBeyondFourGiB) {
     return true;
   };
   ASSERT_TRUE(WriteSafetensors(path, {}, specs, fill).ok());
-  auto model = OpenModel(path);
+  auto model = ReadModelDirectory(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const TensorEntry* far = model->Find("past_4g");
   ASSERT_NE(far, nullptr);

@@ -32,7 +32,7 @@ TEST(ModelTest, OpensSafetensorsIndex) {
       dir.File("model.safetensors.index.json"),
       R"({"metadata":{"total_size":24},"weight_map":{"x":"a.safetensors","y":"b.safetensors"}})");
   for (const std::string& path : {dir.File("model.safetensors.index.json"), dir.path()}) {
-    auto model = OpenModel(path);
+    auto model = ReadModelDirectory(path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     EXPECT_EQ(model->format, "safetensors");
     ASSERT_EQ(model->files.size(), 2u);
@@ -45,7 +45,7 @@ TEST(ModelTest, OpensSafetensorsIndex) {
 TEST(ModelTest, OpensDirectoryOfShardsWithoutIndex) {
   testing::TempDir dir;
   WriteTwoShards(dir);
-  auto model = OpenModel(dir.path());
+  auto model = ReadModelDirectory(dir.path());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ(model->tensors.size(), 2u);
 }
@@ -54,7 +54,7 @@ TEST(ModelTest, RejectsTensorInTwoShards) {
   testing::TempDir dir;
   ASSERT_TRUE(WriteSafetensors(dir.File("a.safetensors"), {}, {{"x", "F32", {4}}}, nullptr).ok());
   ASSERT_TRUE(WriteSafetensors(dir.File("b.safetensors"), {}, {{"x", "F32", {4}}}, nullptr).ok());
-  auto model = OpenModel(dir.path());
+  auto model = ReadModelDirectory(dir.path());
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidModel);
   EXPECT_NE(model.status().message().find("tensor 'x' is also in " + dir.File("a.safetensors")),
@@ -69,7 +69,7 @@ TEST(ModelTest, RejectsTensorMissingFromItsShard) {
   const std::string text =
       R"({"weight_map":{"x":"a.safetensors","y":"b.safetensors","z":"b.safetensors"}})";
   WriteText(index, text);
-  auto model = OpenModel(index);
+  auto model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(
       model.status().message(),
@@ -86,7 +86,7 @@ TEST(ModelTest, RejectsTensorInWrongShard) {
                                {{"y", "F32", {2}}, {"w", "F32", {1}}}, nullptr)
                   .ok());
   WriteText(index, R"({"weight_map":{"x":"b.safetensors","y":"a.safetensors"}})");
-  auto model = OpenModel(index);
+  auto model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidModel);
   EXPECT_NE(model.status().message().find("is listed in " + index + " for shard"),
@@ -106,7 +106,7 @@ TEST(ModelTest, RejectsShardNamesOutsideTheModelDirectory) {
         std::string("..\\\\secret.safetensors"), std::string("")}) {
     SCOPED_TRACE(name);
     WriteText(index, "{\"weight_map\":{\"x\":\"" + name + "\"}}");
-    auto model = OpenModel(index);
+    auto model = ReadModelDirectory(index);
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kInvalidModel);
     EXPECT_NE(
@@ -119,7 +119,7 @@ TEST(ModelTest, RejectsShardNamesOutsideTheModelDirectory) {
                      link_error);
   if (link_error) GTEST_SKIP() << "symbolic links are not available here: " << link_error.message();
   WriteText(index, R"({"weight_map":{"x":"link.safetensors"}})");
-  auto model = OpenModel(index);
+  auto model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidModel);
   EXPECT_NE(model.status().message().find("is a link that leads outside the model's directory"),
@@ -131,16 +131,16 @@ TEST(ModelTest, RejectsHostileIndexQuickly) {
   testing::TempDir dir;
   const std::string index = dir.File("model.safetensors.index.json");
   WriteText(index, std::string(1'000'000, '[') + std::string(1'000'000, ']'));
-  auto model = OpenModel(index);
+  auto model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().message(), index + ": JSON nested deeper than 64 levels at byte 64");
   WriteText(index, R"({"weight_map":{"x":5}})");
-  model = OpenModel(index);
+  model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("weight_map entry for 'x' is not a file name"),
             std::string::npos);
   WriteText(index, R"({"metadata":{}})");
-  model = OpenModel(index);
+  model = ReadModelDirectory(index);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().message(), index + ": index has no 'weight_map' object at byte 0");
 }
@@ -154,7 +154,7 @@ TEST(ModelTest, OpensGgufSplits) {
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   const std::string first = dir.File("m-00001-of-00003.gguf");
   for (const std::string& path : {first, dir.path()}) {
-    auto model = OpenModel(path);
+    auto model = ReadModelDirectory(path);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     EXPECT_EQ(model->files.size(), 3u);
     EXPECT_EQ(model->tensors.size(), written->tensors.size());
@@ -164,11 +164,11 @@ TEST(ModelTest, OpensGgufSplits) {
       EXPECT_EQ(model->tensors[i].offset, written->tensors[i].offset);
     }
   }
-  auto second = OpenModel(dir.File("m-00002-of-00003.gguf"));
+  auto second = ReadModelDirectory(dir.File("m-00002-of-00003.gguf"));
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("name the first split"), std::string::npos);
   fs::remove(dir.File("m-00003-of-00003.gguf"));
-  auto missing = OpenModel(first);
+  auto missing = ReadModelDirectory(first);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
 }
@@ -181,7 +181,7 @@ TEST(ModelTest, RejectsSplitWhoseKeysDisagreeWithItsName) {
   ASSERT_TRUE(WriteSampleModel(dir.File("m.gguf"), spec).ok());
   fs::rename(dir.File("m-00002-of-00002.gguf"), dir.File("x.gguf"));
   fs::copy_file(dir.File("m-00001-of-00002.gguf"), dir.File("m-00002-of-00002.gguf"));
-  auto model = OpenModel(dir.File("m-00001-of-00002.gguf"));
+  auto model = ReadModelDirectory(dir.File("m-00001-of-00002.gguf"));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidModel);
   EXPECT_NE(model.status().message().find("split.no 0 / split.count 2 do not match the file name"),
@@ -190,7 +190,7 @@ TEST(ModelTest, RejectsSplitWhoseKeysDisagreeWithItsName) {
 }
 
 TEST(ModelTest, MissingPathIsNotFound) {
-  auto model = OpenModel("/nonexistent/model.gguf");
+  auto model = ReadModelDirectory("/nonexistent/model.gguf");
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kNotFound);
 }

@@ -18,55 +18,16 @@
 #include "format/model.h"
 #include "format/sample_model.h"
 #include "io/fault_injection_file.h"
+#include "pipeline/load_checks.h"
 #include "test_util.h"
 
 namespace hoist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<unsigned char> FileBytes(const TensorDirectory& dir, const TensorEntry& t) {
-  std::ifstream in(dir.files[t.file].path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(t.offset));
-  std::vector<unsigned char> bytes(t.nbytes);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  return bytes;
-}
-
-// Every loaded tensor equals the file's bytes (read independently), and every checksum equals
-// XXH3 of those bytes.
-void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
-  for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    if (!model.loaded(i)) continue;
-    const TensorEntry& t = dir.tensors[i];
-    const std::vector<unsigned char> want = FileBytes(dir, t);
-    std::vector<unsigned char> got(t.nbytes);
-    if (t.nbytes > 0) {
-      ASSERT_TRUE(
-          model.device->CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations)
-              .ok());
-    }
-    ASSERT_TRUE(got == want) << "tensor " << t.name << " differs";
-    if (!model.checksums.empty()) {
-      EXPECT_EQ(model.checksums[i], Xxh3(want.data(), want.size())) << t.name;
-    }
-  }
-}
-
-std::shared_ptr<CheckedDevice> Device(const std::string& spec) {
-  auto d = OpenDevice(spec);
-  EXPECT_TRUE(d.ok()) << d.status().ToString();
-  return d.value();
-}
-
-TensorDirectory Sample(const testing::TempDir& dir, const std::string& name, SampleSpec spec) {
-  auto written = WriteSampleModel(dir.File(name), spec);
-  EXPECT_TRUE(written.ok()) << written.status().ToString();
-  auto opened =
-      OpenModel(spec.shards > 1 && spec.format == "gguf" ? written->files[0].path : dir.File(name));
-  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
-  return std::move(opened).value();
-}
+using testing::Device;
+using testing::ExpectByteExact;
+using testing::Sample;
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -78,7 +39,7 @@ TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
   for (const std::string device : {"host", "sim"}) {
     for (const auto& [relative, expected] : reference.items()) {
       SCOPED_TRACE(device + " " + relative);
-      auto dir = OpenModel(testing::CorpusDir() + "/" + relative);
+      auto dir = ReadModelDirectory(testing::CorpusDir() + "/" + relative);
       ASSERT_TRUE(dir.ok());
       LoadOptions o;
       o.checksum = true;
@@ -311,25 +272,26 @@ TEST_F(FaultTest, NoPinnedMemoryOnADeviceThatRejectsPageableCopiesNeverHangs) {
   ExpectByteExact(dir_, **model);
 }
 
-LoadOptions WithFaults(FaultPlan plan, std::vector<FaultInjectionFile*>* opened = nullptr) {
-  LoadOptions o;
-  o.open_file = [plan, opened](const std::string& path,
-                               const OpenOptions& options) -> Result<std::unique_ptr<File>> {
-    HOIST_ASSIGN_OR_RETURN(auto file, OpenFile(path, options));
-    auto faulty = std::make_unique<FaultInjectionFile>(std::move(file), plan);
-    if (opened != nullptr) opened->push_back(faulty.get());
-    return std::unique_ptr<File>(std::move(faulty));
-  };
-  return o;
+// dir, read through storage whose files all inject plan's faults; opened (when given) gets
+// each file the load opens.
+TensorDirectory WithFaults(const TensorDirectory& dir, FaultPlan plan,
+                           std::vector<FaultInjectionFile*>* opened = nullptr) {
+  TensorDirectory faulty = dir;
+  faulty.storage = std::make_shared<FaultInjectionStorage>(LocalStorage(), plan,
+                                                           [opened](FaultInjectionFile& file) {
+                                                             if (opened != nullptr)
+                                                               opened->push_back(&file);
+                                                           });
+  return faulty;
 }
 
 TEST_F(FaultTest, ShortReadsAndInterruptsStillLoadByteExact) {
   FaultPlan plan;
   plan.short_read_max = 65536 + 3;
   plan.interrupt_every = 5;
-  LoadOptions o = WithFaults(plan);
+  LoadOptions o;
   o.checksum = true;
-  auto model = Load(dir_, Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(dir_, **model);
 }
@@ -338,7 +300,7 @@ TEST_F(FaultTest, EioFailsNamingFileAndOffset) {
   FaultPlan plan;
   plan.eio_at = 5'000'000;
   auto device = Device("sim");
-  auto model = Load(dir_, device, WithFaults(plan));
+  auto model = Load(WithFaults(dir_, plan), device, LoadOptions{});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
   EXPECT_EQ(model.status().message(),
@@ -350,9 +312,9 @@ TEST_F(FaultTest, EioFailsNamingFileAndOffset) {
 TEST_F(FaultTest, TruncationFailsNamingFileAndOffset) {
   FaultPlan plan;
   plan.truncate_at = 7'000'000;
-  LoadOptions o = WithFaults(plan);
+  LoadOptions o;
   o.threads = 1;  // so the chunk that holds the truncation point fails first
-  auto model = Load(dir_, Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
   EXPECT_NE(model.status().message().find(dir_.files[0].path +
@@ -365,10 +327,10 @@ TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
   FaultPlan plan;
   plan.hang_at = 3'000'000;
   std::vector<FaultInjectionFile*> opened;
-  LoadOptions o = WithFaults(plan, &opened);
+  LoadOptions o;
   o.stall_timeout_s = 1;
   const auto start = Clock::now();
-  auto model = Load(dir_, Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan, &opened), Device("sim"), o);
   const double s = SecondsSince(start);
   for (FaultInjectionFile* f : opened) f->Release();  // let the stuck reader go
   ASSERT_FALSE(model.ok());
@@ -431,7 +393,7 @@ TEST_F(FaultTest, ProgressReportsEverythingAtTheEnd) {
 TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
   const std::string path = dir_.files[0].path;
   testing::AgeFile(path);
-  auto opened = OpenModel(path);
+  auto opened = ReadModelDirectory(path);
   ASSERT_TRUE(opened.ok());
   auto device = Device("sim:bandwidth=50MB/s");
   LoadOptions o;

@@ -52,7 +52,7 @@ TEST(LoadPlanTest, DestinationsAre256ByteAligned) {
   auto plan = PlanLoad(d, {}, 1 << 20);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->device_offset, (std::vector<uint64_t>{0, 256, 512}));
-  EXPECT_EQ(plan->allocation_bytes, 512u + 700);
+  EXPECT_EQ(plan->allocation_bytes, (std::vector<uint64_t>{512u + 700}));
 }
 
 TEST(LoadPlanTest, TinyChunksAndSelection) {
@@ -76,6 +76,37 @@ TEST(LoadPlanTest, OverlappingTensorsEachGetTheirBytes) {
   auto plan = PlanLoad(d, {}, 16);
   ASSERT_TRUE(plan.ok());
   ExpectExactCover(d, *plan);
+}
+
+TEST(LoadPlanTest, PlacementGivesEachDeviceItsBlockAndItsOwnChunks) {
+  // Adjacent in the file, alternating devices: no chunk may carry two devices' tensors.
+  TensorDirectory d = Dir({{0, 100}, {100, 300}, {400, 50}, {450, 1000}, {1450, 8}});
+  Placement placement{3, {1, 0, 1, 0, 1}};  // device 2 gets nothing
+  auto plan = PlanLoad(d, {}, 512, placement);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ExpectExactCover(d, *plan);
+  EXPECT_EQ(plan->device_of, (std::vector<uint32_t>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(plan->device_offset, (std::vector<uint64_t>{0, 0, 256, 512, 512}));
+  EXPECT_EQ(plan->allocation_bytes, (std::vector<uint64_t>{512 + 1000, 512 + 8, 0}));
+  EXPECT_EQ(plan->device_tensor_bytes, (std::vector<uint64_t>{1300, 158, 0}));
+  ASSERT_EQ(plan->first_chunk.size(), 4u);
+  EXPECT_EQ(plan->first_chunk[0], 0u);
+  EXPECT_EQ(plan->first_chunk[3], plan->chunks.size());
+  EXPECT_EQ(plan->first_chunk[2], plan->first_chunk[3]);  // nothing for device 2
+  for (uint32_t dev = 0; dev < 3; ++dev) {
+    for (size_t c = plan->first_chunk[dev]; c < plan->first_chunk[dev + 1]; ++c) {
+      EXPECT_EQ(plan->chunks[c].device, dev);
+      for (const Segment& s : plan->chunks[c].segments) EXPECT_EQ(plan->device_of[s.tensor], dev);
+    }
+  }
+}
+
+TEST(LoadPlanTest, RejectsPlacementsThatDoNotFit) {
+  TensorDirectory d = Dir({{0, 100}, {100, 300}});
+  EXPECT_EQ(PlanLoad(d, {}, 512, {2, {0, 2}}).status().message(),
+            "the placement puts tensor 't1' on device 2; there are 2");
+  EXPECT_EQ(PlanLoad(d, {}, 512, {2, {0}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(PlanLoad(d, {}, 512, {0, {}}).status().code(), Code::kInvalidArgument);
 }
 
 TEST(LoadPlanTest, RejectsZeroChunk) { EXPECT_FALSE(PlanLoad(Dir({{0, 1}}), {}, 0).ok()); }

@@ -1,0 +1,139 @@
+// What the threads of one load share: the plan, one lane per device (its staging pool, its
+// chunks, its readers), the files, the destinations and the progress counters. Held by
+// shared_ptr so that a thread stuck in a read can be left behind safely.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/checked_device.h"
+#include "io/file.h"
+#include "pipeline/staging_pool.h"
+#include "pipeline/tensor_checksums.h"
+#include "plan/load_plan.h"
+
+namespace hoist {
+
+using LoadClock = std::chrono::steady_clock;
+
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(LoadClock::now().time_since_epoch())
+      .count();
+}
+
+// A chunk whose copies are in flight; as a HashTicket it holds the staging buffer until the
+// chunk's bytes are in their tensors' checksums.
+struct InFlight : HashTicket {
+  size_t chunk = 0;
+  StagingBuffer buffer;
+  std::vector<std::unique_ptr<CopyHandle>> copies;
+  size_t completed = 0;  // copies[0, completed) are known done
+  int64_t submitted_ns = 0;
+
+  // Moves `completed` past the copies the device is done with, completed or failed (a failed
+  // copy no longer touches its memory), in order; true when none is left in flight. The first
+  // failure seen goes to `failure` when given.
+  bool AdvanceCopies(Status* failure = nullptr) {
+    while (completed < copies.size()) {
+      auto done = copies[completed]->Poll();
+      if (done.ok() && !done.value()) return false;
+      if (!done.ok() && failure != nullptr && failure->ok()) *failure = done.status();
+      ++completed;
+    }
+    return true;
+  }
+};
+
+// What one reader is doing, for the watchdog.
+struct ReaderState {
+  size_t lane = 0;
+  std::atomic<int64_t> chunk{-1};  // chunk being read, or -1
+  std::atomic<int64_t> since_ns{0};
+  std::atomic<int64_t> copy_chunk{-1};  // chunk whose copy the reader waits for, or -1
+  std::atomic<int64_t> copy_submitted_ns{0};
+};
+
+// One device's part of the load: its chunks are plan.chunks[next_chunk..end_chunk), read by
+// its own readers into its own staging pool and copied on its queues.
+struct Lane {
+  std::shared_ptr<CheckedDevice> device;
+  std::unique_ptr<StagingPool> pool;
+  int first_reader = 0;
+  int readers = 0;
+  size_t buffers_per_reader = 2;
+  std::atomic<size_t> next_chunk{0};
+  size_t end_chunk = 0;
+};
+
+struct LoadJob {
+  LoadPlan plan;
+  std::vector<std::unique_ptr<Lane>> lanes;  // per device, in the load's device order
+  std::vector<std::unique_ptr<File>> files;
+  std::vector<std::string> file_paths;
+  std::vector<unsigned char*> dest;            // per directory tensor
+  bool external = false;                       // dest are the caller's, not hoist's allocations
+  std::unique_ptr<TensorChecksums> checksums;  // null without LoadOptions::checksum
+  std::vector<ReaderState> readers;
+
+  std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> copied_bytes{0};
+  std::atomic<size_t> chunks_done{0};
+  std::atomic<int64_t> last_progress_ns{0};
+
+  std::atomic<bool> stop{false};
+  std::mutex error_mutex;
+  Status error;
+
+  std::mutex orphans_mutex;
+  std::vector<std::shared_ptr<InFlight>> orphans;  // copies a stopped reader left in flight
+
+  std::mutex exit_mutex;
+  std::condition_variable exit_cv;
+  int running = 0;
+
+  // Keeps the first error and stops every thread.
+  void Fail(Status status) {
+    {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (error.ok()) error = std::move(status);
+    }
+    stop.store(true);
+  }
+  Status FirstError() {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    return error;
+  }
+
+  const std::string& DeviceName(const Chunk& c) const { return lanes[c.device]->device->name(); }
+  std::string Where(const Chunk& c) const {
+    return file_paths[c.file] + " at byte " + std::to_string(c.offset) + " (" +
+           std::to_string(c.length) + " bytes)";
+  }
+
+  // A reader left behind in a read may hand in copies after the load returned: memory under
+  // a copy that has not completed is never freed.
+  ~LoadJob() {
+    for (auto& e : orphans) {
+      if (!e->AdvanceCopies()) e->buffer.Abandon();
+    }
+  }
+
+  void Exited() {
+    std::lock_guard<std::mutex> lock(exit_mutex);
+    --running;
+    exit_cv.notify_all();
+  }
+};
+
+// One reader thread's work: claims its lane's chunks in order, reads each into one of its own
+// staging buffers and starts its copies, until the lane is done or the job stops.
+void ReaderLoop(const std::shared_ptr<LoadJob>& job, int reader);
+
+}  // namespace hoist

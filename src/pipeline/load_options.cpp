@@ -1,0 +1,49 @@
+// The bounds and defaults of a load's options.
+#include <algorithm>
+#include <string>
+
+#include "base/platform.h"
+#include "base/units.h"
+#include "device/host_memory.h"
+#include "pipeline/loader.h"
+
+namespace hoist {
+
+// Measured on a 16-core H200 machine (docs/PERFORMANCE.md): 12 readers fed the link best; one
+// reader per core left none for the copies' driver work and the watchdog.
+int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
+
+uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {
+  return 2 * static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes;
+}
+
+uint64_t MaxStagingBytes() {
+  const uint64_t physical = PhysicalMemoryBytes();
+  return physical != 0 ? physical / 2 : 64 * kGiB;
+}
+
+Status CheckLoadOptions(const LoadOptions& options) {
+  if (options.threads < 0 || options.threads > kMaxReaderThreads) {
+    return Status::InvalidArgument("threads is " + std::to_string(options.threads) +
+                                   ": it takes 0 (chosen from the machine) to " +
+                                   std::to_string(kMaxReaderThreads));
+  }
+  if (options.chunk_bytes != 0 &&
+      (options.chunk_bytes < kMinChunkBytes || options.chunk_bytes > kMaxChunkBytes)) {
+    return Status::InvalidArgument(
+        "chunk of " + std::to_string(options.chunk_bytes) + " bytes: it takes 0 (the default) or " +
+        FormatBytes(kMinChunkBytes) + " to " + FormatBytes(kMaxChunkBytes));
+  }
+  if (options.staging_bytes > MaxStagingBytes()) {
+    return Status::InvalidArgument("staging budget of " + FormatBytes(options.staging_bytes) +
+                                   " is more than half of this machine's memory (" +
+                                   FormatBytes(MaxStagingBytes()) + " at most)");
+  }
+  if (!(options.stall_timeout_s > 0) || options.stall_timeout_s > kMaxStallTimeoutSeconds) {
+    return Status::InvalidArgument("stall timeout of " + std::to_string(options.stall_timeout_s) +
+                                   " s: it takes a number of seconds above 0 and at most 1e7");
+  }
+  return Status::Ok();
+}
+
+}  // namespace hoist

@@ -1,0 +1,473 @@
+// One load, in three steps: Prepare (choose the tensors, open the files, settle each device's
+// readers and staging, plan once, allocate), Stream (run the readers under the watchdog until
+// every chunk is on its device or the load stops), TearDown (stop the threads, settle every
+// device's copies in flight, free or knowingly leak, check the files).
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "base/platform.h"
+#include "base/threads.h"
+#include "pipeline/file_checks.h"
+#include "pipeline/load_job.h"
+#include "pipeline/loader.h"
+#include "pipeline/watchdog.h"
+
+namespace hoist {
+namespace {
+
+using Clock = LoadClock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+constexpr auto kPoll = std::chrono::milliseconds(50);
+// After a stop, copies in flight on a device that cannot abandon them get this long to finish.
+constexpr auto kDrainGrace = std::chrono::milliseconds(1000);
+// Threads that do not return within this after a stop (a read stuck in the kernel) are left
+// behind, holding what they use.
+constexpr auto kJoinGrace = std::chrono::milliseconds(800);
+
+// Splits `threads` readers among devices by their bytes: every device with bytes gets one, the
+// rest go in proportion (the remainder to the largest).
+std::vector<int> SplitReaders(const std::vector<uint64_t>& bytes, int threads) {
+  std::vector<int> readers(bytes.size(), 0);
+  const auto active =
+      static_cast<int>(std::count_if(bytes.begin(), bytes.end(), [](uint64_t b) { return b > 0; }));
+  if (active == 0) return readers;
+  const uint64_t total = std::accumulate(bytes.begin(), bytes.end(), uint64_t{0});
+  const int extra = std::max(threads, active) - active;
+  int given = 0;
+  size_t largest = 0;
+  for (size_t d = 0; d < bytes.size(); ++d) {
+    if (bytes[d] == 0) continue;
+    const auto share = static_cast<int>(static_cast<double>(extra) * static_cast<double>(bytes[d]) /
+                                        static_cast<double>(total));
+    readers[d] = 1 + share;
+    given += share;
+    if (bytes[d] > bytes[largest]) largest = d;
+  }
+  readers[largest] += extra - given;
+  return readers;
+}
+
+std::string JoinNames(const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
+  std::string names;
+  for (const auto& d : devices) names += (names.empty() ? "" : ", ") + d->name();
+  return names;
+}
+
+class LoadSession {
+ public:
+  LoadSession(const TensorDirectory& dir,
+              const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+              const LoadOptions& options)
+      : dir_(dir), devices_(devices), options_(options), job_(std::make_shared<LoadJob>()) {}
+
+  Status Prepare();
+  void Stream();
+  Result<std::unique_ptr<LoadedModel>> TearDown();
+
+ private:
+  Status SelectTensors();
+  Status OpenFiles();
+  Status CreateLanes();
+  Status AllocateDestinations();
+  // Stops the threads and settles every device's copies in flight; the load's status.
+  Status StopAndSettle();
+
+  const TensorDirectory& dir_;
+  const std::vector<std::shared_ptr<CheckedDevice>>& devices_;
+  const LoadOptions& options_;
+  const Clock::time_point start_ = Clock::now();
+  std::unique_ptr<LoadedModel> model_ = std::make_unique<LoadedModel>();
+  std::shared_ptr<LoadJob> job_;
+  std::vector<bool> selected_;  // empty: all
+  DeviceLayout layout_;
+  uint64_t chunk_bytes_ = 0;
+  std::vector<std::thread> threads_;
+  Clock::time_point stream_start_;
+  bool all_exited_ = false;  // else a stuck reader still holds buffers
+};
+
+Status LoadSession::SelectTensors() {
+  if (options_.names.empty()) return Status::Ok();
+  selected_.assign(dir_.tensors.size(), false);
+  for (const std::string& name : options_.names) {
+    const TensorEntry* t = dir_.Find(name);
+    if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
+    selected_[static_cast<size_t>(t - dir_.tensors.data())] = true;
+  }
+  return Status::Ok();
+}
+
+Status LoadSession::OpenFiles() {
+  LoadReport& report = model_->report;
+  Storage& storage = dir_.source();
+  for (const FileEntry& f : dir_.files) {
+    OpenOptions o;
+    o.direct = options_.io == IoMode::kDirect;
+    auto file = storage.Open(f.path, o);
+    if (!file.ok() && o.direct && file.status().code() == Code::kUnavailable) {
+      report.fallbacks.push_back(f.path + ": direct I/O unavailable (" + file.status().message() +
+                                 "); reading through the page cache");
+      o.direct = false;
+      file = storage.Open(f.path, o);
+    }
+    if (!file.ok()) return file.status();
+    HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, **file));
+    if ((*file)->size() != f.size) {
+      return Status::IoError(f.path + ": file is now " + std::to_string((*file)->size()) +
+                             " bytes, was " + std::to_string(f.size) + " when it was parsed");
+    }
+    job_->file_paths.push_back(f.path);
+    job_->files.push_back(std::move(file).value());
+  }
+  return Status::Ok();
+}
+
+// Each device with bytes to load gets its share of the readers and of the staging budget, and
+// its pool is built before planning, so the chunks are cut to the buffers the pools hold.
+Status LoadSession::CreateLanes() {
+  const int threads = options_.threads > 0 ? options_.threads : DefaultReaderThreads();
+  uint64_t chunk_bytes = options_.chunk_bytes != 0 ? options_.chunk_bytes : kDefaultChunkBytes;
+  const uint64_t staging_bytes = options_.staging_bytes != 0
+                                     ? options_.staging_bytes
+                                     : DefaultStagingBytes(threads, chunk_bytes);
+  const std::vector<int> readers = SplitReaders(layout_.device_tensor_bytes, threads);
+  const int total_readers = std::accumulate(readers.begin(), readers.end(), 0);
+  auto lane_budget = [&](size_t d) {
+    return staging_bytes * static_cast<uint64_t>(readers[d]) /
+           static_cast<uint64_t>(std::max(total_readers, 1));
+  };
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (readers[d] > 0)
+      chunk_bytes = std::min(chunk_bytes, std::max<uint64_t>(4096, lane_budget(d) / 2));
+  }
+  const bool direct = !job_->files.empty() && job_->files[0]->direct();
+  const uint64_t slack = direct ? 2 * job_->files[0]->direct_alignment() : 0;
+  // Every buffer holds at least a page of data beside a direct read's slack, whatever budget
+  // was asked for: a budget below two such buffers is raised to two.
+  const uint64_t min_buffer = kMinChunkBytes + slack;
+  int first_reader = 0;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    auto lane = std::make_unique<Lane>();
+    lane->device = devices_[d];
+    lane->readers = readers[d];
+    lane->first_reader = first_reader;
+    first_reader += readers[d];
+    if (readers[d] > 0) {
+      HOIST_ASSIGN_OR_RETURN(
+          lane->pool, StagingPool::Create(devices_[d], std::max(lane_budget(d), 2 * min_buffer),
+                                          chunk_bytes + slack));
+      if (lane->pool->buffer_bytes() < min_buffer) {
+        return Status::Internal("staging buffers of " + std::to_string(lane->pool->buffer_bytes()) +
+                                " bytes on " + devices_[d]->name() + " cannot hold a chunk and " +
+                                std::to_string(slack) + " bytes of direct-read slack");
+      }
+      // Smaller buffers than asked (pinned memory ran short): cut the chunks to fit them.
+      chunk_bytes = std::min(chunk_bytes, lane->pool->buffer_bytes() - slack);
+      lane->buffers_per_reader = std::max<size_t>(
+          1, (lane->pool->planned_buffers() + static_cast<size_t>(readers[d]) - 1) /
+                 static_cast<size_t>(readers[d]));
+    }
+    job_->lanes.push_back(std::move(lane));
+  }
+  job_->readers = std::vector<ReaderState>(static_cast<size_t>(total_readers));
+  for (size_t d = 0; d < job_->lanes.size(); ++d) {
+    const Lane& lane = *job_->lanes[d];
+    for (int r = 0; r < lane.readers; ++r) {
+      job_->readers[static_cast<size_t>(lane.first_reader + r)].lane = d;
+    }
+  }
+  chunk_bytes_ = chunk_bytes;
+  return Status::Ok();
+}
+
+Status LoadSession::AllocateDestinations() {
+  LoadedModel& model = *model_;
+  const DeviceLayout& plan = layout_;
+  model.pointers.assign(dir_.tensors.size(), nullptr);
+  model.loaded_mask.assign(dir_.tensors.size(), false);
+  model.allocations.assign(devices_.size(), nullptr);
+  job_->dest.assign(dir_.tensors.size(), nullptr);
+  if (options_.destination) {
+    model.external_destinations = true;
+    job_->external = true;
+    for (uint32_t i : plan.tensors) {
+      HOIST_ASSIGN_OR_RETURN(void* p, options_.destination(i, dir_.tensors[i]));
+      if (p == nullptr && dir_.tensors[i].nbytes > 0) {
+        return Status::InvalidArgument("no destination given for tensor '" + dir_.tensors[i].name +
+                                       "'");
+      }
+      job_->dest[i] = static_cast<unsigned char*>(p);
+    }
+  } else {
+    std::vector<bool> used(devices_.size(), false);
+    for (uint32_t i : plan.tensors) used[plan.device_of[i]] = true;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (!used[d]) continue;
+      HOIST_ASSIGN_OR_RETURN(model.allocations[d],
+                             devices_[d]->AllocateDevice(plan.allocation_bytes[d]));
+    }
+    for (uint32_t i : plan.tensors) {
+      job_->dest[i] =
+          static_cast<unsigned char*>(model.allocations[plan.device_of[i]]) + plan.device_offset[i];
+    }
+  }
+  for (uint32_t i : plan.tensors) {
+    model.pointers[i] = job_->dest[i];
+    model.loaded_mask[i] = true;
+  }
+  return Status::Ok();
+}
+
+Status LoadSession::Prepare() {
+  LoadedModel& model = *model_;
+  LoadReport& report = model.report;
+  model.devices = devices_;
+  report.device = JoinNames(devices_);
+  report.io = options_.io;
+  report.warnings = dir_.warnings;
+
+  HOIST_RETURN_IF_ERROR(SelectTensors());
+  if (devices_.size() > 1 || !options_.placement.empty()) model.placement = options_.placement;
+  Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
+  HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));
+  double plan_s = Seconds(start_);
+
+  const Clock::time_point allocate_start = Clock::now();
+  HOIST_RETURN_IF_ERROR(OpenFiles());
+  const Clock::time_point device_start = Clock::now();
+  // The devices' blocks need only the layout; allocating them first keeps the staging pool's
+  // background growth out of the way of a large device allocation.
+  HOIST_RETURN_IF_ERROR(AllocateDestinations());
+  report.phases.allocate_device = Seconds(device_start);
+  const Clock::time_point staging_start = Clock::now();
+  HOIST_RETURN_IF_ERROR(CreateLanes());
+  report.phases.allocate_staging = Seconds(staging_start);
+  report.phases.allocate = Seconds(allocate_start);
+
+  const Clock::time_point plan_start = Clock::now();
+  HOIST_ASSIGN_OR_RETURN(job_->plan, PlanChunks(dir_, layout_, chunk_bytes_));
+  const LoadPlan& plan = job_->plan;
+  for (size_t d = 0; d < job_->lanes.size(); ++d) {
+    job_->lanes[d]->next_chunk.store(plan.first_chunk[d]);
+    job_->lanes[d]->end_chunk = plan.first_chunk[d + 1];
+  }
+  if (options_.checksum) job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
+  plan_s += Seconds(plan_start);
+  report.phases.plan = plan_s;
+  report.tensor_bytes = plan.tensor_bytes;
+  report.read_bytes = plan.read_bytes;
+  report.tensors = plan.tensors.size();
+  report.chunks = plan.chunks.size();
+  report.threads = static_cast<int>(job_->readers.size());
+  report.chunk_bytes = chunk_bytes_;
+  return Status::Ok();
+}
+
+void LoadSession::Stream() {
+  LoadJob& job = *job_;
+  stream_start_ = Clock::now();
+  job.last_progress_ns.store(NowNs());
+  const int readers = static_cast<int>(job.readers.size());
+  job.running = readers;
+  threads_.reserve(static_cast<size_t>(readers));
+  // Each thread reports its exit only after everything it held (buffers) is released.
+  for (int r = 0; r < readers; ++r) {
+    auto thread =
+        StartThread("reader thread " + std::to_string(r + 1) + " of " + std::to_string(readers),
+                    [job = job_, r] {
+                      ReaderLoop(job, r);
+                      job->Exited();
+                    });
+    if (!thread.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(job.exit_mutex);
+        job.running -= readers - r;  // these never ran
+      }
+      job.Fail(Status(thread.status().code(),
+                      thread.status().message() + "; fewer threads may do (--threads)"));
+      break;
+    }
+    threads_.push_back(std::move(thread).value());
+  }
+
+  const Watchdog watchdog(job, options_.stall_timeout_s);
+  const size_t total_chunks = job.plan.chunks.size();
+  Clock::time_point last_report = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(job.exit_mutex);
+      job.exit_cv.wait_for(lock, kPoll, [&] { return job.running == 0; });
+    }
+    if (job.stop.load()) break;
+    if (job.chunks_done.load() == total_chunks) break;
+    if (Status stop = StopRequested(); !stop.ok()) {
+      job.Fail(std::move(stop));
+      break;
+    }
+    if (options_.cancel != nullptr && options_.cancel->load()) {
+      job.Fail(Status::Cancelled("cancelled"));
+      break;
+    }
+    if (options_.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {
+      last_report = Clock::now();
+      if (!options_.progress(LoadProgress{job.copied_bytes.load(), job.read_bytes.load(),
+                                          job.plan.read_bytes, Seconds(stream_start_)})) {
+        job.Fail(Status::Cancelled("cancelled by the progress callback"));
+        break;
+      }
+    }
+    if (Status stalled = watchdog.Check(); !stalled.ok()) {
+      job.Fail(std::move(stalled));
+      break;
+    }
+  }
+  LoadReport& report = model_->report;
+  report.phases.stream = Seconds(stream_start_);
+  report.pinned_staging = true;
+  for (const auto& lane : job.lanes) {
+    if (!lane->pool) continue;
+    const StagingPoolReport pool = lane->pool->report();
+    report.staging_buffer_bytes = std::max(report.staging_buffer_bytes, pool.buffer_bytes);
+    report.staging_buffers += pool.buffers;
+    report.pinned_staging = report.pinned_staging && pool.pinned;
+    report.fallbacks.insert(report.fallbacks.end(), pool.fallbacks.begin(), pool.fallbacks.end());
+  }
+}
+
+Status LoadSession::StopAndSettle() {
+  LoadJob& job = *job_;
+  job.stop.store(true);
+  {
+    std::unique_lock<std::mutex> lock(job.exit_mutex);
+    job.exit_cv.wait_for(lock, kJoinGrace, [&] { return job.running == 0; });
+    all_exited_ = job.running == 0;
+  }
+  for (std::thread& t : threads_) t.detach();  // each holds the job; the finished ones are gone
+  Status status = job.FirstError();
+  if (status.ok() && job.chunks_done.load() != job.plan.chunks.size()) {
+    status = Status::Internal("load ended with " + std::to_string(job.chunks_done.load()) + " of " +
+                              std::to_string(job.plan.chunks.size()) + " chunks done");
+  }
+  // Copies still in flight may read staging buffers and write destinations: give them a last
+  // chance to complete, then stop each device or, if one cannot promise to stop, leave its
+  // memory allocated rather than free it under them.
+  std::vector<std::shared_ptr<InFlight>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(job.orphans_mutex);
+    orphans.swap(job.orphans);
+  }
+  auto device_index = [&](const InFlight& e) { return job.plan.chunks[e.chunk].device; };
+  std::vector<bool> abandoned(job.lanes.size(), false);
+  for (size_t d = 0; d < job.lanes.size(); ++d) {
+    CheckedDevice& device = *job.lanes[d]->device;
+    const bool has = std::any_of(orphans.begin(), orphans.end(),
+                                 [&](const auto& e) { return device_index(*e) == d; });
+    if (has && device.CanAbandon() && device.Abandon()) abandoned[d] = true;
+  }
+  std::erase_if(orphans, [&](const auto& e) { return abandoned[device_index(*e)]; });
+  const Clock::time_point drain_end = Clock::now() + kDrainGrace;
+  for (;;) {
+    std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) { return e->AdvanceCopies(); });
+    if (orphans.empty() || Clock::now() > drain_end) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // A reader that has not exited may hold any of its lane's buffers: every device whose
+  // copies are unsettled, or all of them then, must stop or keep its memory.
+  bool leaked = false;
+  for (size_t d = 0; d < job.lanes.size(); ++d) {
+    const bool unsettled = std::any_of(orphans.begin(), orphans.end(),
+                                       [&](const auto& e) { return device_index(*e) == d; }) ||
+                           (!all_exited_ && job.lanes[d]->readers > 0);
+    if (!unsettled) continue;
+    CheckedDevice& device = *job.lanes[d]->device;
+    if (!device.Abandon()) {
+      for (auto& o : orphans) {
+        if (device_index(*o) == d) o->buffer.Abandon();
+      }
+      device.set_free_on_destroy(false);
+      model_->allocations[d] = nullptr;  // leaked on purpose
+      leaked = true;
+    }
+  }
+  orphans.clear();
+  if (leaked) {
+    status = status.WithContext(
+        "the device did not stop its copies; its memory is left allocated until the process "
+        "exits");
+  }
+  // Bytes read through a file that was written to meanwhile may mix two versions of it; and
+  // a read that failed (a file truncated under the load) is explained by the change.
+  if (status.ok() || status.code() == Code::kIoError) {
+    if (Status changed = CheckFilesUnchanged(
+            job.files, "while it was being loaded; the loaded tensors may mix old and new bytes");
+        !changed.ok()) {
+      status = changed;
+    }
+  }
+  return status;
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
+  const Clock::time_point teardown_start = Clock::now();
+  const Status status = StopAndSettle();
+  LoadJob& job = *job_;
+  auto free_staging = [&] {
+    if (!all_exited_) return;  // a stuck reader still holds buffers: the job frees them later
+    if (job.checksums) job.checksums->Clear();  // pieces waiting for their turn hold buffers
+    for (auto& lane : job.lanes) lane->pool.reset();
+  };
+  if (!status.ok()) {
+    free_staging();
+    return status;
+  }
+  LoadedModel& model = *model_;
+  if (job.checksums) {
+    model.checksums.assign(dir_.tensors.size(), 0);
+    for (uint32_t i : job.plan.tensors) model.checksums[i] = job.checksums->Digest(i);
+  }
+  if (options_.progress) {
+    options_.progress(LoadProgress{job.copied_bytes.load(), job.read_bytes.load(),
+                                   job.plan.read_bytes, Seconds(stream_start_)});
+  }
+  free_staging();
+  model.report.phases.teardown = Seconds(teardown_start);
+  model.report.wall_s = Seconds(start_);
+  model.report.peak_rss_bytes = PeakRssBytes();
+  return std::move(model_);
+}
+
+}  // namespace
+
+LoadedModel::~LoadedModel() {
+  for (size_t d = 0; d < allocations.size() && d < devices.size(); ++d) {
+    if (allocations[d] != nullptr) (void)devices[d]->FreeDevice(allocations[d]);
+  }
+}
+
+Result<std::unique_ptr<LoadedModel>> Load(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const LoadOptions& options) {
+  HOIST_RETURN_IF_ERROR(CheckLoadOptions(options));
+  if (devices.empty()) return Status::InvalidArgument("a load needs a device");
+  for (const auto& d : devices) {
+    if (!d) return Status::InvalidArgument("a load's device is null");
+  }
+  LoadSession session(dir, devices, options);
+  HOIST_RETURN_IF_ERROR(session.Prepare());
+  session.Stream();
+  return session.TearDown();
+}
+
+Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
+                                          const std::shared_ptr<CheckedDevice>& device,
+                                          const LoadOptions& options) {
+  return Load(dir, std::vector<std::shared_ptr<CheckedDevice>>{device}, options);
+}
+
+}  // namespace hoist

@@ -1,0 +1,66 @@
+#include "pipeline/watchdog.h"
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hoist {
+namespace {
+
+// Among the readers, the chunk in `chunk` (-1: none) whose time in `since` is oldest, with
+// that time; {-1, INT64_MAX} when no reader has one.
+std::pair<int64_t, int64_t> Oldest(const std::vector<ReaderState>& readers,
+                                   std::atomic<int64_t> ReaderState::*chunk,
+                                   std::atomic<int64_t> ReaderState::*since) {
+  std::pair<int64_t, int64_t> oldest{-1, INT64_MAX};
+  for (const ReaderState& r : readers) {
+    const int64_t c = (r.*chunk).load();
+    const int64_t t = (r.*since).load();
+    if (c >= 0 && t < oldest.second) oldest = {c, t};
+  }
+  return oldest;
+}
+
+std::string DeviceNames(const LoadJob& job) {
+  std::string names;
+  for (const auto& lane : job.lanes) {
+    if (lane->readers == 0) continue;
+    names += (names.empty() ? "" : ", ") + lane->device->name();
+  }
+  return names;
+}
+
+}  // namespace
+
+Status Watchdog::Check() const {
+  const int64_t idle = NowNs() - job_.last_progress_ns.load();
+  if (idle <= stall_ns_) return Status::Ok();
+  return DescribeStall(static_cast<double>(idle) / 1e9);
+}
+
+Status Watchdog::DescribeStall(double idle_s) const {
+  char idle_text[32];
+  std::snprintf(idle_text, sizeof idle_text, "%.1f", idle_s);
+  const std::string idle = idle_text;
+  // The copy submitted longest ago that a reader is waiting for; else the oldest read.
+  const auto [copy_chunk, submitted_ns] =
+      Oldest(job_.readers, &ReaderState::copy_chunk, &ReaderState::copy_submitted_ns);
+  if (copy_chunk >= 0) {
+    const Chunk& c = job_.plan.chunks[static_cast<size_t>(copy_chunk)];
+    const double age = static_cast<double>(NowNs() - submitted_ns) / 1e9;
+    return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
+                           job_.DeviceName(c) + ": chunk " + job_.Where(c) + " was submitted " +
+                           std::to_string(static_cast<int>(age)) + " s ago and has not completed");
+  }
+  const int64_t chunk = Oldest(job_.readers, &ReaderState::chunk, &ReaderState::since_ns).first;
+  if (chunk >= 0) {
+    const Chunk& c = job_.plan.chunks[static_cast<size_t>(chunk)];
+    return Status::Stalled("no progress for " + idle + " s: read stage: reading " + job_.Where(c) +
+                           " has not returned (device " + job_.DeviceName(c) + ")");
+  }
+  return Status::Stalled("no progress for " + idle + " s: waiting for staging buffers on " +
+                         DeviceNames(job_));
+}
+
+}  // namespace hoist
