@@ -65,9 +65,40 @@ class Doctor {
   void Fact(const std::string& name, const nlohmann::json& value) {
     json_["machine"][name] = value;
   }
+  // A device this build can open here, with what it can do.
+  void Device(const DeviceInfo& d) {
+    const DeviceCapabilities& c = d.capabilities;
+    std::string can;
+    auto add = [&](bool has, const char* what) {
+      if (has) can += (can.empty() ? "" : ", ") + std::string(what);
+    };
+    add(c.async_copies, "async copies");
+    add(c.needs_pinned_staging, "needs pinned staging");
+    add(c.pageable_copies_can_hang, "pageable copies can hang");
+    add(c.can_abandon, "can abandon copies");
+    add(c.caches_pinned_memory, "keeps pinned memory for the next load");
+    std::string peers;
+    for (const std::string& p : c.peers) peers += (peers.empty() ? "" : " ") + p;
+    if (!peers.empty()) can += "; peers: " + peers;
+    devices_.push_back({d.name, d.description, can});
+    json_["devices"].push_back({{"name", d.name},
+                                {"kind", DeviceKindName(d.kind)},
+                                {"description", d.description},
+                                {"total_memory_bytes", d.total_memory},
+                                {"async_copies", c.async_copies},
+                                {"needs_pinned_staging", c.needs_pinned_staging},
+                                {"pageable_copies_can_hang", c.pageable_copies_can_hang},
+                                {"can_abandon", c.can_abandon},
+                                {"caches_pinned_memory", c.caches_pinned_memory},
+                                {"peers", c.peers}});
+  }
 
   void Print(const std::string& header) const {
-    std::printf("%s\n\nceilings\n", header.c_str());
+    std::printf("%s\n\ndevices\n", header.c_str());
+    for (const Finding& d : devices_) {
+      std::printf("  %-8s %s: %s\n", d.name.c_str(), d.value.c_str(), d.why.c_str());
+    }
+    std::printf("\nceilings\n");
     for (const Finding& f : ceilings_) {
       std::printf("  %-34s %s%s%s\n", f.name.c_str(), f.value.c_str(), f.why.empty() ? "" : ": ",
                   f.why.c_str());
@@ -82,6 +113,7 @@ class Doctor {
   nlohmann::json& json() { return json_; }
 
  private:
+  std::vector<Finding> devices_;  // name, description, capabilities
   std::vector<Finding> ceilings_;
   std::vector<Finding> settings_;
   std::vector<std::string> traps_;
@@ -106,6 +138,7 @@ int RunDoctor(const DoctorFlags& f) {
   doctor.Fact("memory_bytes", PhysicalMemoryBytes());
   doctor.Fact("device", info.name);
   doctor.Fact("device_description", info.description);
+  for (const DeviceInfo& d : ListDevices()) doctor.Device(d);
 
   // Storage, from the model's own files.
   std::vector<std::string> paths;
@@ -175,7 +208,7 @@ int RunDoctor(const DoctorFlags& f) {
         "pinned allocations may fail, and hoist then falls back to smaller buffers and at last "
         "to small pageable copies (slower); raise it with `ulimit -l unlimited` or limits.conf");
   }
-  if (info.name.rfind("hip", 0) == 0) {
+  if (info.capabilities.pageable_copies_can_hang) {
     doctor.Trap(
         "ROCm: pageable or file-backed memory handed to hipMemcpy can stop the SDMA engine "
         "from signalling completion (the ~30 GiB mmap hang); hoist only ever copies from its "

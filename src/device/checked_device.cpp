@@ -13,6 +13,7 @@ CheckedDevice::CheckedDevice(std::unique_ptr<Device> backend) : backend_(std::mo
   const DeviceInfo info = backend_->Info();
   name_ = info.name;
   kind_ = info.kind;
+  capabilities_ = info.capabilities;
 }
 
 CheckedDevice::~CheckedDevice() {
@@ -50,13 +51,21 @@ Result<void*> CheckedDevice::AllocatePinned(uint64_t bytes) {
   return ptr;
 }
 
-Status CheckedDevice::FreePinned(void* ptr) {
+Status CheckedDevice::FreePinned(void* ptr) { return ReleasePinned(ptr, std::nullopt); }
+
+Status CheckedDevice::FreePinned(void* ptr, uint64_t bytes) { return ReleasePinned(ptr, bytes); }
+
+Status CheckedDevice::ReleasePinned(void* ptr, std::optional<uint64_t> expected) {
   uint64_t bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == pinned_.end()) {
       return Status::Internal(name_ + ": free of pinned memory that was not allocated here");
+    }
+    if (expected && *expected != it->second) {
+      return Status::Internal(name_ + ": free of " + std::to_string(*expected) +
+                              " bytes of pinned memory allocated as " + std::to_string(it->second));
     }
     bytes = it->second;
     pinned_bytes_ -= bytes;

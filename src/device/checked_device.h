@@ -1,42 +1,52 @@
 // The shared layer every device call goes through: it checks that copies stay inside known
 // allocations, counts what is allocated so that nothing is left behind, and frees whatever
-// remains when it is destroyed. Backends stay thin (as ggml's backend wrappers keep them).
+// remains when it is destroyed. Backends stay thin (as ggml's backend wrappers keep them). It
+// is itself a Device, so wrappers stack (a fault-injecting device under or over it).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "device/device.h"
 
 namespace hoist {
 
-class CheckedDevice {
+class CheckedDevice final : public Device {
  public:
   explicit CheckedDevice(std::unique_ptr<Device> backend);
-  ~CheckedDevice();
-  CheckedDevice(const CheckedDevice&) = delete;
-  CheckedDevice& operator=(const CheckedDevice&) = delete;
+  ~CheckedDevice() override;
 
   const std::string& name() const { return name_; }
   DeviceKind kind() const { return kind_; }
-  DeviceInfo Info() { return backend_->Info(); }
-  int queues() const { return backend_->queues(); }
+  const DeviceCapabilities& capabilities() const { return capabilities_; }
+  bool CanAbandon() const { return capabilities_.can_abandon; }
 
-  Result<void*> AllocateDevice(uint64_t bytes);
-  Status FreeDevice(void* ptr);
-  Result<void*> AllocatePinned(uint64_t bytes);
+  DeviceInfo Info() override { return backend_->Info(); }
+  int queues() const override { return backend_->queues(); }
+  Result<void*> AllocateDevice(uint64_t bytes) override;
+  Status FreeDevice(void* ptr) override;
+  Result<void*> AllocatePinned(uint64_t bytes) override;
+  // bytes must be what was allocated.
+  Status FreePinned(void* ptr, uint64_t bytes) override;
   Status FreePinned(void* ptr);
-
-  // dst must lie inside an allocation from AllocateDevice, or the caller vouches for it
-  // (external = true: destinations supplied by an engine). src is host memory.
+  // dst must lie inside an allocation from AllocateDevice.
   Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
-                                                        int queue, bool external = false);
-  Status CopyToHost(void* dst, const void* src, uint64_t n, bool external = false);
-  bool Abandon();
-  bool CanAbandon() const { return backend_->CanAbandon(); }
+                                                        int queue) override {
+    return CopyToDeviceAsync(dst, src, n, queue, false);
+  }
+  // The same, or (external) dst is memory the caller vouches for: destinations an engine
+  // supplied.
+  Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
+                                                        int queue, bool external);
+  Status CopyToHost(void* dst, const void* src, uint64_t n) override {
+    return CopyToHost(dst, src, n, false);
+  }
+  Status CopyToHost(void* dst, const void* src, uint64_t n, bool external);
+  bool Abandon() override;
 
   // Live allocations made through this object: device and pinned.
   size_t live_device_allocations() const;
@@ -48,10 +58,13 @@ class CheckedDevice {
 
  private:
   Status CheckRange(const void* ptr, uint64_t n, const char* what) const;
+  // expected: the size the caller says it allocated, checked when given.
+  Status ReleasePinned(void* ptr, std::optional<uint64_t> expected);
 
   std::unique_ptr<Device> backend_;
   std::string name_;
   DeviceKind kind_ = DeviceKind::kHost;
+  DeviceCapabilities capabilities_;
   mutable std::mutex mutex_;
   std::map<uintptr_t, uint64_t> device_;  // start → bytes
   std::map<uintptr_t, uint64_t> pinned_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -19,12 +20,31 @@ enum class DeviceKind : uint8_t {
   kGpu,   // a CUDA or HIP device
 };
 
+// "host", "sim", "gpu".
+const char* DeviceKindName(DeviceKind kind);
+
+// What a device can do, for the policies that differ by device (none reads a device's name).
+struct DeviceCapabilities {
+  bool async_copies = false;  // copies run on an engine or threads while the caller goes on
+  // Copies from pageable memory are slow or, on some engines, may hang: staging is pinned.
+  bool needs_pinned_staging = false;
+  // A pageable or file-backed copy can stop the copy engine from ever signalling completion
+  // (ROCm's SDMA path past ~30 GiB): hoist never hands it one above kPageableCopyBytes.
+  bool pageable_copies_can_hang = false;
+  // Abandon() is cheap and always succeeds, so a stopped load need not wait for copies.
+  bool can_abandon = false;
+  // Pinned host memory stays allocated after a load, for the next (ReleaseCachedMemory).
+  bool caches_pinned_memory = false;
+  std::vector<std::string> peers;  // devices this one reads and writes directly (NVLink, P2P)
+};
+
 struct DeviceInfo {
   std::string name;  // "host", "sim", "cuda:0"
   DeviceKind kind = DeviceKind::kHost;
   std::string description;    // "NVIDIA H200", "simulated DMA engine at 5.00 GB/s"
   uint64_t total_memory = 0;  // bytes; 0 when unknown
   uint64_t free_memory = 0;   // bytes; 0 when unknown
+  DeviceCapabilities capabilities;
 };
 
 // A host-to-device copy in flight.
@@ -64,9 +84,6 @@ class Device {
   // Stops copies in flight. Returns true when no copy can touch memory any more, so freeing
   // it is safe; false when the device cannot promise that (a GPU whose engine hung).
   virtual bool Abandon() { return false; }
-  // Whether Abandon() is cheap and always succeeds (host, sim): then a stopped load need not
-  // wait for copies in flight.
-  virtual bool CanAbandon() const { return false; }
 };
 
 // Polls a copy until it completes (yielding between polls): for measurements and reference
@@ -78,6 +95,10 @@ Status WaitForCopy(CopyHandle& copy, double timeout_s);
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
+
+// Every device this build can open on this machine, GPUs first (each GPU by ordinal, then
+// host, then sim), with its kind and capabilities; nothing is opened or allocated.
+std::vector<DeviceInfo> ListDevices();
 
 // GPU backends keep the pinned staging memory of a finished load for the next load in the
 // process; this unpins and frees it. Thread safe; a no-op where nothing is kept.

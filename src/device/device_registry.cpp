@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "device/checked_device.h"
 #include "device/device.h"
@@ -10,8 +11,10 @@
 namespace hoist {
 
 Result<std::unique_ptr<Device>> MakeHostDevice(int workers);
+DeviceInfo HostDeviceInfo(int workers);
 #if defined(HOIST_HAVE_GPU)
 Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams);
+DeviceInfo DescribeGpu(int ordinal);
 int GpuDeviceCount();
 void ReleaseCachedGpuMemory();
 #endif
@@ -28,11 +31,12 @@ constexpr const char* kGpuPrefix = "cuda";
 #endif
 #endif
 
+int HostWorkers() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
+}
+
 Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
-  if (spec == "host") {
-    const int workers = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
-    return MakeHostDevice(workers);
-  }
+  if (spec == "host") return MakeHostDevice(HostWorkers());
   if (spec == "sim" || spec.rfind("sim:", 0) == 0) {
     HOIST_ASSIGN_OR_RETURN(SimOptions options,
                            ParseSimOptions(spec.size() > 4 ? spec.substr(4) : std::string()));
@@ -78,6 +82,30 @@ Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
   return std::make_shared<CheckedDevice>(std::move(backend));
+}
+
+const char* DeviceKindName(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kHost:
+      return "host";
+    case DeviceKind::kSim:
+      return "sim";
+    case DeviceKind::kGpu:
+      return "gpu";
+  }
+  return "unknown";
+}
+
+std::vector<DeviceInfo> ListDevices() {
+  std::vector<DeviceInfo> devices;
+#if defined(HOIST_HAVE_GPU)
+  for (int ordinal = 0; ordinal < GpuDeviceCount(); ++ordinal) {
+    devices.push_back(DescribeGpu(ordinal));
+  }
+#endif
+  devices.push_back(HostDeviceInfo(HostWorkers()));
+  devices.push_back(DescribeSimDevice(SimOptions{}));
+  return devices;
 }
 
 void ReleaseCachedMemory() {

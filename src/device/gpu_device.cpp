@@ -10,6 +10,10 @@
 #include "device/host_memory.h"
 
 namespace hoist {
+
+// What ordinal is and can do, asked without opening it (the registry lists devices with it).
+DeviceInfo DescribeGpu(int ordinal);
+
 namespace {
 
 Status GpuStatus(gpuError_t err, const std::string& device, const char* what) {
@@ -97,7 +101,7 @@ class GpuDevice final : public Device {
   }
 
   DeviceInfo Info() override {
-    DeviceInfo info{name_, DeviceKind::kGpu, description_, 0, 0};
+    DeviceInfo info = DescribeGpu(ordinal_);
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     if (Bind().ok() && gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess) {
@@ -222,6 +226,39 @@ class GpuDevice final : public Device {
   std::mutex mutex_;
   std::vector<gpuEvent_t> free_events_;
 };
+
+}  // namespace
+
+DeviceInfo DescribeGpu(int ordinal) {
+  DeviceInfo info;
+  info.name = std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(ordinal);
+  info.kind = DeviceKind::kGpu;
+  gpuDeviceProp_t prop{};
+  if (gpuGetDeviceProperties(&prop, ordinal) == gpuSuccess) {
+    info.description = prop.name;
+    info.total_memory = prop.totalGlobalMem;
+  }
+  DeviceCapabilities& caps = info.capabilities;
+  caps.async_copies = true;
+  caps.needs_pinned_staging = true;
+#if defined(HOIST_GPU_HIP)
+  caps.pageable_copies_can_hang = true;
+#endif
+  caps.caches_pinned_memory = true;  // PinnedCache
+  int count = 0;
+  if (gpuGetDeviceCount(&count) == gpuSuccess) {
+    for (int other = 0; other < count; ++other) {
+      int can = 0;
+      if (other != ordinal && gpuDeviceCanAccessPeer(&can, ordinal, other) == gpuSuccess &&
+          can != 0) {
+        caps.peers.push_back(std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(other));
+      }
+    }
+  }
+  return info;
+}
+
+namespace {
 
 GpuCopyHandle::~GpuCopyHandle() { device_->ReturnEvent(event_); }
 Result<bool> GpuCopyHandle::Poll() { return device_->Query(event_); }

@@ -29,6 +29,7 @@ inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
 #define gpuMemcpyAsyncH2D(dst, src, n, s) hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
 #define gpuDriverGetVersion hipDriverGetVersion
+#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
 #else
 #include <cuda_runtime_api.h>
 #define HOIST_GPU_PREFIX "cuda"
@@ -56,4 +57,5 @@ inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
 #define gpuMemcpyAsyncH2D(dst, src, n, s) cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
 #define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
 #endif

@@ -7,6 +7,19 @@
 #include "device/host_memory.h"
 
 namespace hoist {
+
+DeviceInfo HostDeviceInfo(int workers) {
+  DeviceInfo info{"host",
+                  DeviceKind::kHost,
+                  "host memory, copies by " + std::to_string(workers) + " memcpy threads",
+                  PhysicalMemoryBytes(),
+                  AvailableMemoryBytes(),
+                  {}};
+  info.capabilities.async_copies = true;
+  info.capabilities.can_abandon = true;
+  return info;
+}
+
 namespace {
 
 class HostDevice final : public Device {
@@ -14,11 +27,7 @@ class HostDevice final : public Device {
   explicit HostDevice(int workers) : workers_(workers) {}
   Status Start() { return engine_.Start(workers_); }
 
-  DeviceInfo Info() override {
-    return {"host", DeviceKind::kHost,
-            "host memory, copies by " + std::to_string(workers_) + " memcpy threads",
-            PhysicalMemoryBytes(), AvailableMemoryBytes()};
-  }
+  DeviceInfo Info() override { return HostDeviceInfo(workers_); }
   int queues() const override { return workers_; }
 
   Result<void*> AllocateDevice(uint64_t bytes) override {
@@ -53,7 +62,6 @@ class HostDevice final : public Device {
     engine_.Abandon();
     return true;
   }
-  bool CanAbandon() const override { return true; }
 
  private:
   int workers_;

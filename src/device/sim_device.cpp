@@ -15,15 +15,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+DeviceInfo SimDeviceInfo(const SimOptions& options) {
+  DeviceInfo info{"sim",
+                  DeviceKind::kSim,
+                  "simulated DMA engine at " + FormatRate(options.bandwidth),
+                  options.mem == UINT64_MAX ? PhysicalMemoryBytes() : options.mem,
+                  options.mem == UINT64_MAX ? AvailableMemoryBytes() : options.mem,
+                  {}};
+  info.capabilities.async_copies = true;
+  info.capabilities.needs_pinned_staging = true;  // it models a DMA engine
+  info.capabilities.pageable_copies_can_hang = options.reject_pageable;
+  info.capabilities.can_abandon = true;
+  return info;
+}
+
 class SimDevice final : public Device {
  public:
   explicit SimDevice(const SimOptions& o) : options_(o) {}
   Status Start() { return engine_.Start(options_.engines); }
 
   DeviceInfo Info() override {
-    return {"sim", DeviceKind::kSim, "simulated DMA engine at " + FormatRate(options_.bandwidth),
-            options_.mem == UINT64_MAX ? PhysicalMemoryBytes() : options_.mem,
-            options_.mem == UINT64_MAX ? AvailableMemoryBytes() : options_.mem - device_bytes_};
+    DeviceInfo info = SimDeviceInfo(options_);
+    if (options_.mem != UINT64_MAX) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      info.free_memory = options_.mem - device_bytes_;
+    }
+    return info;
   }
   int queues() const override { return 4; }
 
@@ -102,7 +119,6 @@ class SimDevice final : public Device {
     engine_.Abandon();
     return true;
   }
-  bool CanAbandon() const override { return true; }
 
  private:
   bool IsPinned(const void* src, uint64_t n) {
@@ -213,6 +229,8 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
   }
   return o;
 }
+
+DeviceInfo DescribeSimDevice(const SimOptions& options) { return SimDeviceInfo(options); }
 
 Result<std::unique_ptr<Device>> MakeSimDevice(const SimOptions& options) {
   auto device = std::make_unique<SimDevice>(options);

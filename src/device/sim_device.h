@@ -38,5 +38,7 @@ inline constexpr uint64_t kSimPageableLimit = 1 << 20;
 // Parses the part after "sim:" (may be empty).
 Result<SimOptions> ParseSimOptions(const std::string& text);
 Result<std::unique_ptr<Device>> MakeSimDevice(const SimOptions& options);
+// What MakeSimDevice(options) would open, without opening it.
+DeviceInfo DescribeSimDevice(const SimOptions& options);
 
 }  // namespace hoist
