@@ -20,7 +20,7 @@ CheckedDevice::~CheckedDevice() {
   if (!free_on_destroy_) return;
   for (const auto& [ptr, bytes] : device_) (void)backend_->FreeDevice(reinterpret_cast<void*>(ptr));
   for (const auto& [ptr, bytes] : pinned_) {
-    (void)backend_->FreePinned(reinterpret_cast<void*>(ptr), bytes);
+    (void)backend_->ReturnPinned(reinterpret_cast<void*>(ptr), bytes);
   }
 }
 
@@ -51,9 +51,9 @@ Result<void*> CheckedDevice::AllocatePinned(uint64_t bytes) {
   return ptr;
 }
 
-Status CheckedDevice::FreePinned(void* ptr) { return ReleasePinned(ptr, std::nullopt); }
+Status CheckedDevice::ReturnPinned(void* ptr) { return ReleasePinned(ptr, std::nullopt); }
 
-Status CheckedDevice::FreePinned(void* ptr, uint64_t bytes) { return ReleasePinned(ptr, bytes); }
+Status CheckedDevice::ReturnPinned(void* ptr, uint64_t bytes) { return ReleasePinned(ptr, bytes); }
 
 Status CheckedDevice::ReleasePinned(void* ptr, std::optional<uint64_t> expected) {
   uint64_t bytes = 0;
@@ -71,7 +71,7 @@ Status CheckedDevice::ReleasePinned(void* ptr, std::optional<uint64_t> expected)
     pinned_bytes_ -= bytes;
     pinned_.erase(it);
   }
-  return backend_->FreePinned(ptr, bytes);
+  return backend_->ReturnPinned(ptr, bytes);
 }
 
 Status CheckedDevice::CheckRange(const void* ptr, uint64_t n, const char* what) const {

@@ -31,8 +31,8 @@ class CheckedDevice final : public Device {
   Status FreeDevice(void* ptr) override;
   Result<void*> AllocatePinned(uint64_t bytes) override;
   // bytes must be what was allocated.
-  Status FreePinned(void* ptr, uint64_t bytes) override;
-  Status FreePinned(void* ptr);
+  Status ReturnPinned(void* ptr, uint64_t bytes) override;
+  Status ReturnPinned(void* ptr);
   // dst must lie inside an allocation from AllocateDevice.
   Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
                                                         int queue) override {

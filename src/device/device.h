@@ -71,8 +71,10 @@ class Device {
   virtual Status FreeDevice(void* ptr) = 0;
   // Page-locked host memory that the device's DMA engine can read directly.
   virtual Result<void*> AllocatePinned(uint64_t bytes) = 0;
+  // Gives pinned memory back: freed, or kept for the next AllocatePinned where the backend
+  // caches it (DeviceCapabilities::caches_pinned_memory; ReleaseCachedMemory frees it).
   // bytes: as allocated (CheckedDevice keeps the sizes, so backends need not).
-  virtual Status FreePinned(void* ptr, uint64_t bytes) = 0;
+  virtual Status ReturnPinned(void* ptr, uint64_t bytes) = 0;
 
   // Starts copying n bytes from host memory src to device memory dst on queue
   // (0 <= queue < queues()). src must stay untouched until the handle reports completion.

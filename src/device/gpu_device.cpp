@@ -23,8 +23,8 @@ Status GpuStatus(gpuError_t err, const std::string& device, const char* what) {
 class GpuDevice;
 
 // Pinned regions kept after a load for the next load in this process: pinning fresh memory
-// (faulting in, zeroing and registering it) is the largest fixed cost of a warm load, about
-// 15 ms per 64 MiB on the H200, which is 10-20% of loading a 5 GB shard. A request no kept
+// (faulting in, zeroing and registering it) is the largest fixed cost of a warm load
+// (docs/PERFORMANCE.md, "Why the defaults"). A request no kept
 // region fits exactly releases them all first, so the cache holds at most one pool's worth.
 // Registered memory is portable: one cache serves every GPU. Thread safe.
 class PinnedCache {
@@ -125,8 +125,8 @@ class GpuDevice final : public Device {
     gpuError_t err = gpuFree(ptr);
     return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "free");
   }
-  // Pinned memory is ordinary memory on huge pages, faulted in, then registered: 2.6 times as
-  // fast to set up as the runtime's own pinned allocation and 6 times as fast to free. Freed
+  // Pinned memory is ordinary memory on huge pages, faulted in, then registered: much faster to
+  // set up and to free than the runtime's own pinned allocation (docs/PERFORMANCE.md). Freed
   // regions go to the PinnedCache for the next load.
   Result<void*> AllocatePinned(uint64_t bytes) override {
     HOIST_RETURN_IF_ERROR(Bind());
@@ -143,7 +143,7 @@ class GpuDevice final : public Device {
     }
     return p;
   }
-  Status FreePinned(void* ptr, uint64_t bytes) override {
+  Status ReturnPinned(void* ptr, uint64_t bytes) override {
     PinnedCache::Get().Keep(ptr, bytes);
     return Status::Ok();
   }

@@ -40,7 +40,7 @@ class HostDevice final : public Device {
   Result<void*> AllocatePinned(uint64_t bytes) override {
     return AllocateHostMemory(bytes, "host");
   }
-  Status FreePinned(void* ptr, uint64_t /*bytes*/) override {
+  Status ReturnPinned(void* ptr, uint64_t /*bytes*/) override {
     FreeHostMemory(ptr);
     return Status::Ok();
   }

@@ -12,8 +12,8 @@ namespace hoist {
 Result<void*> AllocateHostMemory(uint64_t bytes, const char* who);
 // Like AllocateHostMemory, but backed by huge pages where the platform gives them on request
 // (Linux transparent huge pages) and faulted in, so that pinning it afterwards only has to
-// lock it: on the H200 machine 64 MiB pinned this way took 14 ms, through cudaHostAlloc 37 ms
-// (docs/PERFORMANCE.md). Free with FreeHostMemory.
+// lock it (faster than the runtime's pinned allocation: docs/PERFORMANCE.md, "Why the
+// defaults"). Free with FreeHostMemory.
 Result<void*> AllocatePopulatedHostMemory(uint64_t bytes, const char* who);
 void FreeHostMemory(void* ptr);
 uint64_t PhysicalMemoryBytes();

@@ -87,7 +87,7 @@ class SimDevice final : public Device {
     return p;
   }
 
-  Status FreePinned(void* ptr, uint64_t bytes) override {
+  Status ReturnPinned(void* ptr, uint64_t bytes) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pinned_.erase(reinterpret_cast<uintptr_t>(ptr));  // what reject_pageable checks against

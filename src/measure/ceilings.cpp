@@ -83,7 +83,7 @@ Result<void*> AllocateCopyHost(CheckedDevice& device, uint64_t bytes, bool pinne
 }
 void FreeCopyHost(CheckedDevice& device, void* host, bool pinned) {
   if (pinned) {
-    (void)device.FreePinned(host);
+    (void)device.ReturnPinned(host);
   } else {
     FreeHostMemory(host);
   }
@@ -172,7 +172,7 @@ Result<Throughput> MeasurePinnedAllocation(CheckedDevice& device, uint64_t bytes
     HOIST_RETURN_IF_ERROR(StopRequested());
     HOIST_ASSIGN_OR_RETURN(void* p, device.AllocatePinned(bytes));
     static_cast<volatile unsigned char*>(p)[0] = 1;
-    HOIST_RETURN_IF_ERROR(device.FreePinned(p));
+    HOIST_RETURN_IF_ERROR(device.ReturnPinned(p));
     ReleaseCachedMemory();
     result.bytes += bytes;
   }

@@ -111,7 +111,7 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
       if (status.ok()) status = waited;
     }
   }
-  for (void* p : buffers) (void)device.FreePinned(p);
+  for (void* p : buffers) (void)device.ReturnPinned(p);
   return status;
 }
 

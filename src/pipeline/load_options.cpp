@@ -9,8 +9,8 @@
 
 namespace hoist {
 
-// Measured on a 16-core H200 machine (docs/PERFORMANCE.md): 12 readers fed the link best; one
-// reader per core left none for the copies' driver work and the watchdog.
+// One reader per core leaves none for the copies' driver work and the watchdog; the sweep on the
+// H200 (docs/PERFORMANCE.md, "Why the defaults") found the link full well before that.
 int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
 
 uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {

@@ -145,8 +145,8 @@ Status CheckLoadOptions(const LoadOptions& options);
 
 // Defaults chosen from the machine.
 int DefaultReaderThreads();
-// Chosen on the H200 (docs/PERFORMANCE.md, run 22's sweep): 12 readers with two 4 MiB buffers
-// each loaded at 51.6 GB/s; 2 MiB chunks 49.3, 8 MiB 50.6, 16 MiB 38.4; 8 readers 47.0.
+// Chosen by the threads x chunk sweep on the H200 (docs/PERFORMANCE.md, "Why the defaults"):
+// smaller chunks cost more requests per byte, larger ones leave the link idle between them.
 inline constexpr uint64_t kDefaultChunkBytes = 4ull << 20;
 // Two buffers per reader: one being read into while the other's copy runs.
 uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes);

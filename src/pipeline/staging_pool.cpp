@@ -159,7 +159,7 @@ StagingPool::~StagingPool() {
   for (const Region& r : regions_) {
     if (r.leaked) continue;
     if (pinned_) {
-      (void)device_->FreePinned(r.memory);
+      (void)device_->ReturnPinned(r.memory);
     } else {
       FreeHostMemory(r.memory);
     }

@@ -74,8 +74,8 @@ TEST(CheckedDeviceTest, StacksAndChecksAtEveryLayer) {
   ASSERT_TRUE(as_device.CopyToHost(back.data(), *block, 4096).ok());
   EXPECT_EQ(back, src);
 
-  EXPECT_EQ(as_device.FreePinned(*staging, 100).code(), Code::kInternal);  // not its size
-  EXPECT_TRUE(as_device.FreePinned(*staging, 4096).ok());
+  EXPECT_EQ(as_device.ReturnPinned(*staging, 100).code(), Code::kInternal);  // not its size
+  EXPECT_TRUE(as_device.ReturnPinned(*staging, 4096).ok());
   EXPECT_EQ(inner_view->live_pinned_allocations(), 0u);
   EXPECT_TRUE(outer.FreeDevice(*block).ok());
   EXPECT_EQ(inner_view->live_device_allocations(), 0u);

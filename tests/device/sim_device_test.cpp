@@ -80,7 +80,7 @@ TEST(SimDeviceTest, CopiesBytesAndCountsAllocations) {
   EXPECT_EQ(sim->live_device_allocations(), 1u);
   EXPECT_EQ(sim->live_pinned_allocations(), 1u);
   ASSERT_TRUE(sim->FreeDevice(dst.value()).ok());
-  ASSERT_TRUE(sim->FreePinned(src.value()).ok());
+  ASSERT_TRUE(sim->ReturnPinned(src.value()).ok());
   EXPECT_EQ(sim->live_device_allocations(), 0u);
 }
 
