@@ -1,13 +1,16 @@
 // The machine's ceilings that hoist's loads are quoted against, measured in the same run:
 //   read   parallel pread of FILE through the page cache (or O_DIRECT with --direct)
-//   h2d    pinned host-to-device copies on GPU 0, timed with CUDA events after a warm-up
+//   h2d    pinned host-to-device copies on GPU 0, timed with CUDA events after a warm-up; with
+//          --gpus N, into GPUs 0..N-1 at once (one thread and pinned buffer each), the
+//          aggregate over the wall time from the first start to the last end
 // Prints one JSON object per line. Usage:
 //   hoist_ceilings read FILE [--threads N] [--chunk-mib M] [--direct]
-//   hoist_ceilings h2d [--mib-per-copy M] [--total-gib G]
+//   hoist_ceilings h2d [--mib-per-copy M] [--total-gib G] [--gpus N]
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -83,7 +86,10 @@ int Read(const std::string& path, int threads, uint64_t chunk, bool direct) {
     }                                                                           \
   } while (0)
 
-int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
+int H2d(uint64_t copy_bytes, uint64_t total_bytes, int ordinal = 0,
+        std::atomic<int>* ready = nullptr, int parties = 1, double* start_s = nullptr,
+        double* end_s = nullptr) {
+  CHECK(cudaSetDevice(ordinal));
   void* host = nullptr;
   void* device = nullptr;
   const uint64_t span = 1ull << 30;
@@ -103,6 +109,11 @@ int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
   }
   CHECK(cudaStreamSynchronize(stream));
   const uint64_t copies = std::max<uint64_t>(1, total_bytes / copy_bytes);
+  if (ready != nullptr) {  // every GPU starts together
+    ready->fetch_add(1);
+    while (ready->load() < parties) std::this_thread::yield();
+  }
+  if (start_s != nullptr) *start_s = Now();
   CHECK(cudaEventRecord(begin, stream));
   for (uint64_t i = 0; i < copies; ++i) {
     CHECK(cudaMemcpyAsync(static_cast<char*>(device) + (i % slots) * copy_bytes,
@@ -111,16 +122,46 @@ int H2d(uint64_t copy_bytes, uint64_t total_bytes) {
   }
   CHECK(cudaEventRecord(end, stream));
   CHECK(cudaEventSynchronize(end));
+  if (end_s != nullptr) *end_s = Now();
   float ms = 0;
   CHECK(cudaEventElapsedTime(&ms, begin, end));
   std::printf(
-      "{\"what\":\"h2d_pinned\",\"copy_bytes\":%llu,\"bytes\":%llu,\"seconds\":%.5f,\"gbps\":%.3f}"
-      "\n",
-      static_cast<unsigned long long>(copy_bytes),
+      "{\"what\":\"h2d_pinned\",\"gpu\":%d,\"copy_bytes\":%llu,\"bytes\":%llu,"
+      "\"seconds\":%.5f,\"gbps\":%.3f}\n",
+      ordinal, static_cast<unsigned long long>(copy_bytes),
       static_cast<unsigned long long>(copies * copy_bytes), ms / 1e3,
       static_cast<double>(copies * copy_bytes) / (ms / 1e3) / 1e9);
   CHECK(cudaFree(device));
   CHECK(cudaFreeHost(host));
+  return 0;
+}
+
+// Every GPU's link at once: the ceiling a load across them is quoted against.
+int H2dAll(uint64_t copy_bytes, uint64_t total_bytes, int gpus) {
+  std::atomic<int> ready{0};
+  std::vector<double> start(static_cast<size_t>(gpus)), end(static_cast<size_t>(gpus));
+  std::vector<int> rc(static_cast<size_t>(gpus), 0);
+  std::vector<std::thread> threads;
+  for (int g = 0; g < gpus; ++g) {
+    threads.emplace_back([&, g] {
+      const auto i = static_cast<size_t>(g);
+      rc[i] = H2d(copy_bytes, total_bytes, g, &ready, gpus, &start[i], &end[i]);
+      if (rc[i] != 0) ready.fetch_add(gpus);  // let the others go on
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r : rc) {
+    if (r != 0) return r;
+  }
+  const double seconds =
+      *std::max_element(end.begin(), end.end()) - *std::min_element(start.begin(), start.end());
+  const uint64_t bytes =
+      static_cast<uint64_t>(gpus) * std::max<uint64_t>(1, total_bytes / copy_bytes) * copy_bytes;
+  std::printf(
+      "{\"what\":\"h2d_pinned_all\",\"gpus\":%d,\"bytes\":%llu,\"seconds\":%.5f,"
+      "\"gbps\":%.3f}\n",
+      gpus, static_cast<unsigned long long>(bytes), seconds,
+      static_cast<double>(bytes) / seconds / 1e9);
   return 0;
 }
 #endif
@@ -131,7 +172,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s read FILE [--threads N] [--chunk-mib M] [--direct] | h2d "
-                 "[--mib-per-copy M] [--total-gib G]\n",
+                 "[--mib-per-copy M] [--total-gib G] [--gpus N]\n",
                  argv[0]);
     return 2;
   }
@@ -142,6 +183,7 @@ int main(int argc, char** argv) {
   // Read only by the GPU mode: a build without one sets them all the same.
   [[maybe_unused]] uint64_t copy = 64ull << 20;
   [[maybe_unused]] uint64_t total = 8ull << 30;
+  [[maybe_unused]] int gpus = 1;
   std::string path;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -155,12 +197,14 @@ int main(int argc, char** argv) {
       copy = std::strtoull(argv[++i], nullptr, 10) << 20;
     else if (a == "--total-gib" && i + 1 < argc)
       total = std::strtoull(argv[++i], nullptr, 10) << 30;
+    else if (a == "--gpus" && i + 1 < argc)
+      gpus = std::atoi(argv[++i]);
     else
       path = a;
   }
   if (mode == "read") return Read(path, threads, chunk, direct);
 #if defined(HOIST_HAVE_GPU)
-  if (mode == "h2d") return H2d(copy, total);
+  if (mode == "h2d") return gpus > 1 ? H2dAll(copy, total, gpus) : H2d(copy, total);
 #endif
   std::fprintf(stderr, "unknown or unavailable mode %s\n", mode.c_str());
   return 2;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/device_flags.h"
 #include "cli/exit_codes.h"
 #include "cli/render.h"
 #include "format/directory_json.h"
@@ -15,6 +16,8 @@ Runner RegisterInspect(CLI::App& app) {
   struct Options {
     std::string path;
     bool json = false;
+    DeviceFlags devices;
+    CLI::Option* device_option = nullptr;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -24,6 +27,8 @@ Runner RegisterInspect(CLI::App& app) {
                   "of shards, or the first GGUF split")
       ->required();
   cmd->add_flag("--json", options->json, "print one JSON object (schema in docs/CLI.md)");
+  AddDeviceFlags(cmd, options->devices);
+  options->device_option = cmd->get_option("--device");
   return [options]() -> int {
     auto dir = ReadModelDirectory(options->path);
     if (!dir.ok()) {
@@ -31,10 +36,41 @@ Runner RegisterInspect(CLI::App& app) {
     }
     for (const std::string& w : dir->warnings)
       std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
+    // With --device: where a load onto those devices would put each tensor, checked against
+    // their free memory before anything is allocated.
+    std::vector<std::shared_ptr<CheckedDevice>> devices;
+    std::vector<uint32_t> placement;
+    if (options->device_option->count() > 0) {
+      auto opened = OpenDevices(options->devices);
+      if (!opened.ok()) return ReportFailure(opened.status());
+      devices = std::move(opened).value();
+      auto placed = PlaceTensors(options->devices, *dir, devices);
+      if (!placed.ok()) return ReportFailure(placed.status());
+      placement = std::move(placed).value();
+    }
     if (options->json) {
-      std::cout << DumpJson(DirectoryToJson(dir.value())) << "\n";
+      nlohmann::ordered_json j = DirectoryToJson(dir.value());
+      if (!devices.empty()) {
+        nlohmann::ordered_json names = nlohmann::ordered_json::array();
+        for (const auto& d : devices) names.push_back(d->name());
+        nlohmann::ordered_json device_of = nlohmann::ordered_json::array();
+        for (size_t i = 0; i < dir->tensors.size(); ++i) {
+          device_of.push_back(placement.empty() ? 0u : placement[i]);
+        }
+        j["placement"] = {{"split", devices.size() > 1 ? options->devices.split : "none"},
+                          {"devices", names},
+                          {"device_of", device_of}};
+      }
+      std::cout << DumpJson(j) << "\n";
     } else {
       std::cout << DirectoryToText(dir.value());
+      if (!devices.empty()) {
+        std::printf("\nplacement (%s split):\n",
+                    devices.size() > 1 ? options->devices.split.c_str() : "no");
+        for (const std::string& line : DescribePlacement(*dir, placement, devices)) {
+          std::printf("  %s\n", line.c_str());
+        }
+      }
     }
     return kExitOk;
   };

@@ -9,6 +9,7 @@
 #include "base/platform.h"
 #include "base/units.h"
 #include "cli/commands.h"
+#include "cli/device_flags.h"
 #include "cli/exit_codes.h"
 #include "cli/load_flags.h"
 #include "cli/progress_meter.h"
@@ -23,7 +24,7 @@ namespace {
 
 struct LoadFlags {
   std::string path;
-  std::string device = "auto";
+  DeviceFlags devices;
   bool json = false;
   bool quiet = false;
   LoadSettingFlags settings;
@@ -31,8 +32,7 @@ struct LoadFlags {
 
 void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
   cmd->add_option("PATH", f.path, "a model file, index, directory or first GGUF split")->required();
-  cmd->add_option("--device", f.device, "auto, host, sim[:key=value,...] or cuda:N")
-      ->default_str("auto");
+  AddDeviceFlags(cmd, f.devices);
   cmd->add_flag("--json", f.json, "print the summary as one JSON object on stdout");
   cmd->add_flag("--quiet", f.quiet, "no progress display");
   AddLoadSettingFlags(cmd, f.settings, true);
@@ -57,6 +57,15 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
               r.pinned_staging ? "pinned" : "pageable",
               FormatBytes(r.staging_buffer_bytes * r.staging_buffers).c_str(), r.threads,
               FormatBytes(r.chunk_bytes).c_str(), IoModeName(r.io));
+  if (r.devices.size() > 1) {
+    for (const DeviceShare& d : r.devices) {
+      std::printf("  %s: %zu tensors, %s by %d reader%s in %.3f s (%s)\n", d.device.c_str(),
+                  d.tensors, FormatBytes(d.tensor_bytes).c_str(), d.threads,
+                  d.threads == 1 ? "" : "s", d.stream_s,
+                  FormatRate(d.stream_s > 0 ? static_cast<double>(d.tensor_bytes) / d.stream_s : 0)
+                      .c_str());
+    }
+  }
   std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
   std::printf("  fallbacks: %s\n", r.fallbacks.empty() ? "none" : "");
   for (const std::string& f : r.fallbacks) std::printf("    %s\n", f.c_str());
@@ -78,7 +87,7 @@ nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel
     for (size_t i = 0; i < dir.tensors.size(); ++i) {
       if (!model.loaded(i)) continue;
       j["tensors"].push_back({{"name", dir.tensors[i].name},
-                              {"device", model.report.device},
+                              {"device", model.device_of(i).name()},
                               {"nbytes", dir.tensors[i].nbytes},
                               {"xxh3", HexDigest(model.checksums[i])}});
     }
@@ -101,13 +110,16 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   for (const std::string& w : dir->warnings)
     std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
   const auto device_start = std::chrono::steady_clock::now();
-  auto device = OpenDevice(f.device);
-  if (!device.ok()) return ReportFailure(device.status());
+  auto devices = OpenDevices(f.devices);
+  if (!devices.ok()) return ReportFailure(devices.status());
   const double device_open =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
+  auto placement = PlaceTensors(f.devices, *dir, *devices);
+  if (!placement.ok()) return ReportFailure(placement.status());
+  options.placement = std::move(placement).value();
   ProgressMeter meter(!f.quiet);
   options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
-  auto loaded = Load(*dir, std::move(device).value(), options);
+  auto loaded = Load(*dir, *devices, options);
   meter.Finish();
   if (!loaded.ok()) {
     if (loaded.status().code() == Code::kStalled) ReportAndExitNow(loaded.status());

@@ -11,7 +11,9 @@ namespace hoist {
 
 // One reader per core leaves none for the copies' driver work and the watchdog; the sweep on the
 // H200 (docs/PERFORMANCE.md, "Why the defaults") found the link full well before that.
-int DefaultReaderThreads() { return std::clamp(CpuCount() * 3 / 4, 2, 12); }
+int DefaultReaderThreads(int devices) {
+  return std::clamp(CpuCount() * 3 / 4, 2, 12 * std::max(devices, 1));
+}
 
 uint64_t DefaultStagingBytes(int threads, uint64_t chunk_bytes) {
   return 2 * static_cast<uint64_t>(std::max(threads, 1)) * chunk_bytes;

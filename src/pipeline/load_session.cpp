@@ -89,6 +89,7 @@ class LoadSession {
   uint64_t chunk_bytes_ = 0;
   std::vector<std::thread> threads_;
   Clock::time_point stream_start_;
+  int64_t stream_start_ns_ = 0;
   bool all_exited_ = false;  // else a stuck reader still holds buffers
 };
 
@@ -131,7 +132,11 @@ Status LoadSession::OpenFiles() {
 // Each device with bytes to load gets its share of the readers and of the staging budget, and
 // its pool is built before planning, so the chunks are cut to the buffers the pools hold.
 Status LoadSession::CreateLanes() {
-  const int threads = options_.threads > 0 ? options_.threads : DefaultReaderThreads();
+  const auto loaded_devices = static_cast<int>(std::count_if(layout_.device_tensor_bytes.begin(),
+                                                             layout_.device_tensor_bytes.end(),
+                                                             [](uint64_t b) { return b > 0; }));
+  const int threads =
+      options_.threads > 0 ? options_.threads : DefaultReaderThreads(loaded_devices);
   uint64_t chunk_bytes = options_.chunk_bytes != 0 ? options_.chunk_bytes : kDefaultChunkBytes;
   const uint64_t staging_bytes = options_.staging_bytes != 0
                                      ? options_.staging_bytes
@@ -265,6 +270,10 @@ Status LoadSession::Prepare() {
   report.tensors = plan.tensors.size();
   report.chunks = plan.chunks.size();
   report.threads = static_cast<int>(job_->readers.size());
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    report.devices.push_back({devices_[d]->name(), 0, plan.device_tensor_bytes[d], 0, 0});
+  }
+  for (uint32_t i : plan.tensors) ++report.devices[plan.device_of[i]].tensors;
   report.chunk_bytes = chunk_bytes_;
   return Status::Ok();
 }
@@ -272,7 +281,8 @@ Status LoadSession::Prepare() {
 void LoadSession::Stream() {
   LoadJob& job = *job_;
   stream_start_ = Clock::now();
-  job.last_progress_ns.store(NowNs());
+  stream_start_ns_ = NowNs();
+  job.last_progress_ns.store(stream_start_ns_);
   const int readers = static_cast<int>(job.readers.size());
   job.running = readers;
   threads_.reserve(static_cast<size_t>(readers));
@@ -329,6 +339,13 @@ void LoadSession::Stream() {
   }
   LoadReport& report = model_->report;
   report.phases.stream = Seconds(stream_start_);
+  for (size_t d = 0; d < job.lanes.size(); ++d) {
+    const Lane& lane = *job.lanes[d];
+    DeviceShare& share = report.devices[d];
+    share.threads = lane.readers;
+    const int64_t finished = lane.finished_ns.load();
+    if (finished != 0) share.stream_s = static_cast<double>(finished - stream_start_ns_) / 1e9;
+  }
   report.pinned_staging = true;
   for (const auto& lane : job.lanes) {
     if (!lane->pool) continue;

@@ -65,8 +65,18 @@ struct PhaseSeconds {
   double teardown = 0;          // joining threads, freeing staging
 };
 
+// One device's part of a load.
+struct DeviceShare {
+  std::string device;
+  size_t tensors = 0;
+  uint64_t tensor_bytes = 0;
+  int threads = 0;      // its readers
+  double stream_s = 0;  // from the start of streaming until its last chunk was on it
+};
+
 struct LoadReport {
-  std::string device;  // the devices' names, joined by ", "
+  std::string device;                // the devices' names, joined by ", "
+  std::vector<DeviceShare> devices;  // per device, in the order Load was given them
   uint64_t tensor_bytes = 0;
   uint64_t read_bytes = 0;
   size_t tensors = 0;
@@ -143,8 +153,9 @@ uint64_t MaxStagingBytes();
 // OK, or an invalid-argument error naming the option and its bounds.
 Status CheckLoadOptions(const LoadOptions& options);
 
-// Defaults chosen from the machine.
-int DefaultReaderThreads();
+// Defaults chosen from the machine: for loads onto `devices` devices at once, each device's
+// readers up to the one-device figure, as far as the machine's cores go.
+int DefaultReaderThreads(int devices = 1);
 // Chosen by the threads x chunk sweep on the H200 (docs/PERFORMANCE.md, "Why the defaults"):
 // smaller chunks cost more requests per byte, larger ones leave the link idle between them.
 inline constexpr uint64_t kDefaultChunkBytes = 4ull << 20;

@@ -44,10 +44,14 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
   }
 }
 
-void Retire(LoadJob& job, const InFlight& e) {
+void Retire(LoadJob& job, Lane& lane, const InFlight& e) {
+  const int64_t now = NowNs();
   job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
   job.chunks_done.fetch_add(1);
-  job.last_progress_ns.store(NowNs());
+  job.last_progress_ns.store(now);
+  const size_t lane_chunks = job.plan.first_chunk[job.plan.chunks[e.chunk].device + 1] -
+                             job.plan.first_chunk[job.plan.chunks[e.chunk].device];
+  if (lane.chunks_done.fetch_add(1) + 1 == lane_chunks) lane.finished_ns.store(now);
 }
 
 }  // namespace
@@ -77,7 +81,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
         stopped = true;
         break;
       }
-      Retire(job, *mine.front());
+      Retire(job, lane, *mine.front());
       buffer = std::move(mine.front()->buffer);
       mine.pop_front();
     }
@@ -123,7 +127,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   }
   while (!stopped && !mine.empty()) {
     if (!WaitUntilDone(job, me, *mine.front())) break;
-    Retire(job, *mine.front());
+    Retire(job, lane, *mine.front());
     mine.pop_front();
   }
   if (!mine.empty()) {

@@ -31,6 +31,17 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
                   {"buffer_bytes", r.staging_buffer_bytes},
                   {"bytes", r.staging_buffer_bytes * r.staging_buffers},
                   {"pinned", r.pinned_staging}};
+  j["devices"] = nlohmann::ordered_json::array();
+  for (const DeviceShare& d : r.devices) {
+    j["devices"].push_back(
+        {{"device", d.device},
+         {"tensor_count", d.tensors},
+         {"bytes", d.tensor_bytes},
+         {"threads", d.threads},
+         {"stream_s", d.stream_s},
+         {"stream_gbps",
+          d.stream_s > 0 ? static_cast<double>(d.tensor_bytes) / d.stream_s / 1e9 : 0.0}});
+  }
   j["threads"] = r.threads;
   j["chunk_bytes"] = r.chunk_bytes;
   j["chunks"] = r.chunks;

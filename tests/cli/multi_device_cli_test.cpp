@@ -1,0 +1,77 @@
+// `hoist load|verify|inspect --device A,B,...`: one model across several devices.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using testing::RunHoist;
+
+class MultiDeviceCliTest : public testing::SampleModelTest<24 << 20> {};
+
+TEST_F(MultiDeviceCliTest, VerifiesAcrossTwoSimsAndHostByLayers) {
+  // A sim's options hold commas too; the second sim's are kept together.
+  auto r = RunHoist({"verify", model_, "--device", "sim,host,sim:latency_us=5,engines=2", "--json",
+                     "--checksum", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["verified"].get<bool>());
+  EXPECT_EQ(j["device"], "sim, host, sim");
+  ASSERT_EQ(j["devices"].size(), 3u);
+  uint64_t bytes = 0;
+  for (const auto& d : j["devices"]) {
+    EXPECT_GT(d["bytes"].get<uint64_t>(), 0u) << d;
+    EXPECT_GE(d["threads"].get<int>(), 1);
+    bytes += d["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(bytes, j["bytes"].get<uint64_t>());
+  // Layers in order (the names differ from one device to the next): each device holds one run
+  // of consecutive tensors.
+  std::string last_device;
+  int changes = 0;
+  for (const auto& t : j["tensors"]) {
+    const std::string device = t["device"];
+    if (device != last_device) ++changes;
+    last_device = device;
+  }
+  EXPECT_EQ(changes, 3);
+}
+
+TEST_F(MultiDeviceCliTest, InspectShowsThePlacementBeforeLoading) {
+  auto r = RunHoist({"inspect", model_, "--device", "sim,host", "--tensor-split", "3,1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("placement (layer split):\n  sim: layers 0-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  host: layers "), std::string::npos) << r.out;
+  auto j = RunHoist({"inspect", model_, "--device", "sim,host", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed["placement"]["devices"], nlohmann::json({"sim", "host"}));
+  EXPECT_EQ(parsed["placement"]["device_of"].size(), parsed["tensors"].size());
+}
+
+TEST_F(MultiDeviceCliTest, APlacementThatDoesNotFitIsRefusedUpFront) {
+  auto r = RunHoist({"load", model_, "--device", "sim:mem=4MiB,sim", "--tensor-split", "1,1"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;  // a device error, before anything is loaded
+  EXPECT_NE(r.err.find("the layer split puts "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" on sim, which has 4.00 MiB free"), std::string::npos) << r.err;
+  auto mismatch = RunHoist({"load", model_, "--device", "sim,sim", "--tensor-split", "1,2,3"});
+  EXPECT_EQ(mismatch.exit_code, 1);
+  EXPECT_NE(mismatch.err.find("--tensor-split gives 3 shares for 2 devices"), std::string::npos)
+      << mismatch.err;
+  auto bad = RunHoist({"load", model_, "--device", "sim,", "--quiet"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--device names an empty device"), std::string::npos) << bad.err;
+}
+
+TEST_F(MultiDeviceCliTest, AFailingDeviceFailsTheLoadNamingIt) {
+  auto r = RunHoist({"load", model_, "--device", "host,sim:fail_copy_after=1MiB", "--quiet"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_NE(r.err.find("to sim"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hoist
