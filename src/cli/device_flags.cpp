@@ -70,6 +70,7 @@ Result<std::vector<uint32_t>> PlaceTensors(
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   if (devices.size() < 2) return std::vector<uint32_t>{};
   std::vector<DeviceInfo> infos;
+  infos.reserve(devices.size());
   for (const auto& d : devices) infos.push_back(d->Info());
   std::vector<double> weights = flags.tensor_split;
   if (weights.empty()) {

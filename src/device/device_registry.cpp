@@ -99,9 +99,9 @@ const char* DeviceKindName(DeviceKind kind) {
 std::vector<DeviceInfo> ListDevices() {
   std::vector<DeviceInfo> devices;
 #if defined(HOIST_HAVE_GPU)
-  for (int ordinal = 0; ordinal < GpuDeviceCount(); ++ordinal) {
-    devices.push_back(DescribeGpu(ordinal));
-  }
+  const int gpus = GpuDeviceCount();
+  devices.reserve(static_cast<size_t>(gpus) + 2);
+  for (int ordinal = 0; ordinal < gpus; ++ordinal) devices.push_back(DescribeGpu(ordinal));
 #endif
   devices.push_back(HostDeviceInfo(HostWorkers()));
   devices.push_back(DescribeSimDevice(SimOptions{}));

@@ -183,8 +183,8 @@ Status LoadSession::CreateLanes() {
   job_->readers = std::vector<ReaderState>(static_cast<size_t>(total_readers));
   for (size_t d = 0; d < job_->lanes.size(); ++d) {
     const Lane& lane = *job_->lanes[d];
-    for (int r = 0; r < lane.readers; ++r) {
-      job_->readers[static_cast<size_t>(lane.first_reader + r)].lane = d;
+    for (int r = lane.first_reader; r < lane.first_reader + lane.readers; ++r) {
+      job_->readers[static_cast<size_t>(r)].lane = d;
     }
   }
   chunk_bytes_ = chunk_bytes;
