@@ -21,7 +21,7 @@ if ! $core; then
     g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
     # the Python module and its tests (Debian's torch is CPU-only)
     python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
-    python3-torch python3-xxhash
+    python3-torch python3-xxhash python3-tqdm
   )
 fi
 missing=()

@@ -19,7 +19,7 @@ from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError
                       UnavailableError)
 from ._progress import ProgressBar
 
-__all__ = ["open", "load_file", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
+__all__ = ["open", "load_file", "iter_tensors", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
            "StalledError", "DeviceError", "CancelledError", "NotFoundError", "TensorNotFoundError",
            "UnavailableError", "ModelChangedError"]
 __version__ = "0.1.0"
@@ -151,12 +151,33 @@ def hoist_device(device):
 
 def _progress_callback(progress):
     if progress is True:
-        return ProgressBar()
+        try:  # tqdm where it is installed (Debian: python3-tqdm), else hoist's own bar
+            import tqdm
+        except ImportError:
+            return ProgressBar()
+        return _TqdmBar(tqdm)
     if progress in (None, False):
         return None
     if callable(progress):
         return progress
     raise TypeError("progress must be None, a bool or a callable(done_bytes, total_bytes)")
+
+
+class _TqdmBar:
+    """progress=True through tqdm: bytes, rate and ETA as tqdm shows them."""
+
+    def __init__(self, tqdm):
+        self._bar = tqdm.tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                              desc="hoist", leave=False)
+
+    def __call__(self, done, total):
+        if self._bar.total != total:
+            self._bar.total = total
+        self._bar.update(done - self._bar.n)
+        return True
+
+    def close(self):
+        self._bar.close()
 
 
 _OPTIONS = ("threads", "chunk_mib", "staging_mib", "stall_timeout", "direct_io", "checksum")
@@ -190,7 +211,7 @@ def fill(model, destinations, device, progress=None, **options):
             checksum=bool(options.get("checksum", False)),
             direct_io=bool(options.get("direct_io", False)))
     finally:
-        if isinstance(callback, ProgressBar):
+        if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()
 
 
@@ -247,4 +268,5 @@ def release_cached_memory():
     _native.release_cached_memory()
 
 
+from ._stream import iter_tensors  # noqa: E402
 from . import torch as torch  # noqa: E402  (hoist.torch.load_into; imports torch lazily)

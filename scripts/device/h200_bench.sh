@@ -5,6 +5,8 @@
 # safetensors sample model first if it is not there, and fits in one device call:
 #   python: builds the Python module there (its python 3.12) and runs
 #           scripts/device/python_vs_safetensors.py
+#   stream: the same module's hoist.safetensors.safe_open, get_slice and hoist.iter_tensors
+#           against safetensors' safe_open (scripts/device/python_stream.py)
 #   sweep:  reader threads x chunk size and staging budget x chunk size, warm, one `hoist load`
 #           process each; the plot of the first (sweep.svg)
 #   bench:  hoist bench --cold on the same model (ceilings, hoist, reference strategies), the
@@ -16,11 +18,11 @@ SIZE=20GiB
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
-    python|sweep|bench) PARTS+=("$1"); shift ;;
-    *) echo "usage: $0 python|sweep|bench... [--size SIZE]" >&2; exit 64 ;;
+    python|stream|sweep|bench) PARTS+=("$1"); shift ;;
+    *) echo "usage: $0 python|stream|sweep|bench... [--size SIZE]" >&2; exit 64 ;;
   esac
 done
-[ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|sweep|bench... [--size SIZE]" >&2; exit 64; }
+[ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|stream|sweep|bench... [--size SIZE]" >&2; exit 64; }
 BIN=${HOIST_BIN:-.device}
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
@@ -42,7 +44,8 @@ if [ ! -f "$MODEL" ]; then
 fi
 $BIN/hoist inspect "$MODEL" | tail -6 | tee -a "$OUT/log.txt"
 
-python_part() {
+build_python() {
+  [ -f build-py/python/hoist/__init__.py ] && [ -z "${REBUILD:-}" ] && return 0
   log "building the Python module here"
   start=$(date +%s)
   cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
@@ -53,9 +56,20 @@ python_part() {
   cmake --build build-py -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1 \
     || { tail -40 "$OUT/build.txt"; return 1; }
   echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
+}
+
+python_part() {
+  build_python || return 1
   log "hoist.load_file against safetensors.torch.load_file"
   HOIST_CEILINGS=$BIN/hoist_ceilings PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_vs_safetensors.py \
     "$MODEL" --device "$DEVICE" --out "$OUT/python_vs_safetensors.json" 2>&1 | tee -a "$OUT/log.txt"
+}
+
+stream_part() {
+  build_python || return 1
+  log "hoist.safetensors.safe_open and hoist.iter_tensors against safetensors' safe_open"
+  PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_stream.py \
+    "$MODEL" --device "$DEVICE" --out "$OUT/python_stream.json" 2>&1 | tee -a "$OUT/log.txt"
 }
 
 sweep_part() {

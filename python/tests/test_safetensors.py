@@ -1,0 +1,181 @@
+"""hoist.safetensors against safetensors' documented behaviour: the file layout save writes,
+safe_open's keys, metadata, get_tensor (read ahead in batches) and get_slice, load_file and
+load, the errors, and patch() for programs that import safetensors unchanged."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import torch
+
+import hoist
+import hoist.safetensors
+from hoist.safetensors import SafetensorError, safe_open
+from hoist.safetensors.torch import load, load_file, save, save_file
+
+
+def sample():
+    g = torch.Generator().manual_seed(7)
+    return {
+        "b.weight": torch.randn(64, 48, generator=g),
+        "a.bias": torch.randn(48, generator=g).to(torch.float16),
+        "emb": torch.randint(0, 100, (10, 3), generator=g, dtype=torch.int64),
+        "mask": torch.tensor([True, False, True]),
+        "half": torch.randn(5, 7, generator=g).to(torch.bfloat16),
+        "scalar": torch.tensor(3.5),
+        "empty": torch.zeros(0, 4),
+    }
+
+
+def same(a, b):
+    return a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and torch.equal(a.cpu(), b.cpu())
+
+
+class SaveTest(unittest.TestCase):
+    def test_layout_is_safetensors_own(self):
+        tensors = {"z": torch.ones(2, dtype=torch.float32), "a": torch.ones(3, dtype=torch.uint8),
+                   "m": torch.zeros(1, dtype=torch.float64)}
+        data = save(tensors, metadata={"format": "pt"})
+        (n,) = struct.unpack("<Q", data[:8])
+        self.assertEqual(n % 8, 0)
+        text = data[8:8 + n].decode().rstrip(" ")
+        # Widest dtype first, then by name; compact JSON; metadata first.
+        self.assertEqual(text, '{"__metadata__":{"format":"pt"},'
+                               '"m":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},'
+                               '"z":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},'
+                               '"a":{"dtype":"U8","shape":[3],"data_offsets":[16,19]}}')
+        self.assertEqual(len(data), 8 + n + 19)
+
+    def test_round_trip_through_bytes_files_and_hoist(self):
+        tensors = sample()
+        back = load(save(tensors))
+        self.assertEqual(list(back), sorted(tensors))
+        for k, t in tensors.items():
+            self.assertTrue(same(back[k], t), k)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.safetensors")
+            save_file(tensors, path, metadata={"k": "v"})
+            model = hoist.open(path)  # hoist's own reader accepts every byte of it
+            self.assertEqual(set(model.tensors), set(tensors))
+            loaded = load_file(path)
+            self.assertEqual(list(loaded), sorted(tensors))
+            for k, t in tensors.items():
+                self.assertTrue(same(loaded[k], t), k)
+
+    def test_refuses_what_safetensors_refuses(self):
+        base = torch.zeros(4, 4)
+        with self.assertRaises(ValueError):
+            save({"t": base.t()})  # not contiguous
+        with self.assertRaises(RuntimeError):
+            save({"a": base, "b": base[1]})  # shares memory
+        with self.assertRaises(TypeError):
+            save({"a": base}, metadata={"k": 1})
+
+
+class SafeOpenTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "m.safetensors")
+        self.tensors = sample()
+        save_file(self.tensors, self.path, metadata={"format": "pt", "who": "test"})
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_keys_metadata_and_every_tensor(self):
+        with safe_open(self.path, framework="pt", device="cpu") as f:
+            self.assertEqual(f.keys(), sorted(self.tensors))
+            self.assertEqual(f.metadata(), {"format": "pt", "who": "test"})
+            got = {k: f.get_tensor(k) for k in f.keys()}
+            self.assertEqual(f._ahead, {})  # nothing read ahead is left behind
+        for k, t in self.tensors.items():
+            self.assertTrue(same(got[k], t), k)
+
+    def test_reads_ahead_in_file_order_and_any_order_works(self):
+        with safe_open(self.path, framework="pt") as f:
+            order = f.offset_keys()
+            first = f.get_tensor(order[0])
+            self.assertTrue(same(first, self.tensors[order[0]]))
+            self.assertEqual(set(f._ahead), set(order[1:]))  # one batch: the file is small
+            for k in reversed(order[1:]):
+                self.assertTrue(same(f.get_tensor(k), self.tensors[k]), k)
+            self.assertTrue(same(f.get_tensor(order[0]), first))  # asked again: read again
+
+    def test_get_slice_reads_rows_and_indexes_like_torch(self):
+        full = self.tensors["b.weight"]
+        with safe_open(self.path, framework="pt") as f:
+            s = f.get_slice("b.weight")
+            self.assertEqual(s.get_shape(), [64, 48])
+            self.assertEqual(s.get_dtype(), "F32")
+            for index in [slice(3, 17), (slice(None), slice(5, 20)), 5, -1, (slice(10, 12), 3),
+                          Ellipsis, (Ellipsis, 0), slice(60, 100)]:
+                self.assertTrue(torch.equal(s[index], full[index]), index)
+            with self.assertRaises(SafetensorError):
+                s[64]
+            self.assertTrue(torch.equal(f.get_slice("scalar")[...], self.tensors["scalar"]))
+
+    def test_numpy_framework(self):
+        with safe_open(self.path, framework="np") as f:
+            a = f.get_slice("b.weight")[2:4]
+            self.assertEqual(a.shape, (2, 48))
+            self.assertTrue((a == self.tensors["b.weight"][2:4].numpy()).all())
+
+    def test_errors(self):
+        with safe_open(self.path, framework="pt") as f:
+            with self.assertRaises(SafetensorError):
+                f.get_tensor("nope")
+            with self.assertRaises(SafetensorError):
+                f.get_slice("nope")
+        with self.assertRaises(SafetensorError):
+            safe_open(self.path, framework="tf")
+        bad = os.path.join(self.tmp.name, "bad.safetensors")
+        with open(bad, "wb") as out:
+            out.write(struct.pack("<Q", 1000) + b"{}")
+        with self.assertRaises(SafetensorError) as caught:
+            safe_open(bad, framework="pt")
+        self.assertIn("bad.safetensors", str(caught.exception))
+        with self.assertRaises(SafetensorError):
+            load(b"\x05\x00")
+        self.assertEqual(load(struct.pack("<Q", 2) + b"{}"), {})  # no tensors is a valid file
+        with self.assertRaises(SafetensorError):
+            header = json.dumps({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})
+            load(struct.pack("<Q", len(header)) + header.encode() + b"\0" * 8)
+
+
+class PatchTest(unittest.TestCase):
+    def test_an_unchanged_script_loads_through_hoist(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.safetensors")
+            save_file({"w": torch.arange(6, dtype=torch.float32)}, path)
+            script = os.path.join(tmp, "script.py")
+            with open(script, "w") as f:
+                f.write(textwrap.dedent(f"""
+                    from safetensors.torch import load_file
+                    from safetensors import safe_open
+                    import safetensors
+                    print(safetensors.__name__, load_file({path!r})["w"].tolist())
+                    with safe_open({path!r}, framework="pt") as f:
+                        print(f.keys())
+                """))
+            run = subprocess.run([sys.executable, "-c",
+                                  "import hoist.safetensors, runpy; hoist.safetensors.patch(); "
+                                  f"runpy.run_path({script!r}, run_name='__main__')"],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(run.stdout.splitlines(),
+                             ["hoist.safetensors [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]", "['w']"])
+
+    def test_unpatch_restores(self):
+        before = sys.modules.get("safetensors")
+        hoist.safetensors.patch()
+        self.assertIs(sys.modules["safetensors"], hoist.safetensors)
+        hoist.safetensors.unpatch()
+        self.assertIs(sys.modules.get("safetensors"), before)
+
+
+if __name__ == "__main__":
+    unittest.main()
