@@ -45,7 +45,7 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     """Yields (name, tensor) for every tensor of the models at `paths` (one path or several:
     the shards of a model), in file order, so that reads stay sequential.
 
-    Tensors are loaded in batches by hoist's engine, two batches at a time, while the caller
+    Tensors are loaded in batches by hoist's engine, up to three batches at a time, while the caller
     consumes earlier ones: what is held beyond the tensors already yielded (loaded or being
     loaded, not yet yielded) stays within ahead_mib MiB, whatever the model's size. names,
     progress and options are load_file's. Closing the iterator early (break) waits for the
@@ -67,7 +67,9 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     pending = collections.deque()  # (future, index)
     held = 0
     next_batch = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="hoist") as pool:
+    # Three loads at once: each load's fixed cost (opening, planning, starting its readers) then
+    # overlaps another's streaming, so the link stays busy with batches this small.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3, thread_name_prefix="hoist") as pool:
         def fill():
             nonlocal next_batch, held
             while next_batch < len(batches) and len(pending) < 3 and (

@@ -118,6 +118,16 @@ class SafeOpenTest(unittest.TestCase):
                 s[64]
             self.assertTrue(torch.equal(f.get_slice("scalar")[...], self.tensors["scalar"]))
 
+    def test_get_slice_through_the_engine_on_a_device(self):
+        # "sim" is a device, as a GPU is: slices come from whole tensors read through the engine.
+        full = self.tensors["b.weight"]
+        with safe_open(self.path, framework="pt", device="sim") as f:
+            s = f.get_slice("b.weight")
+            for index in [slice(3, 17), (slice(None), slice(5, 20)), 5, (Ellipsis, 0)]:
+                got = s[index]
+                self.assertTrue(torch.equal(got, full[index]), index)
+            self.assertTrue(torch.equal(f.get_tensor("emb"), self.tensors["emb"]))
+
     def test_numpy_framework(self):
         with safe_open(self.path, framework="np") as f:
             a = f.get_slice("b.weight")[2:4]

@@ -58,6 +58,10 @@ class _Slice:
         return self._info.dtype
 
     def __getitem__(self, index):
+        if not self._owner._on_host():
+            # On a GPU: the whole tensor through the engine (read ahead with the tensors after
+            # it), indexed there; the slice is copied out so the whole tensor's memory goes.
+            return self._owner._whole(self._name)[index].clone()
         if not isinstance(index, tuple):
             index = (index,)
         if any(i is Ellipsis for i in index) or not index:
@@ -140,6 +144,13 @@ class safe_open:  # noqa: N801 (safetensors' name)
 
     def get_tensor(self, name):
         self._check(name)
+        return self._whole(name)
+
+    def _on_host(self):
+        return self._numpy or str(self._device) == "cpu"
+
+    def _whole(self, name):
+        """Tensor `name`, from what was read ahead or in a new batch from it on."""
         self._taken.add(name)
         if name in self._ahead:
             self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
