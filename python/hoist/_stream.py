@@ -6,6 +6,11 @@ import os
 
 from ._errors import HoistError, TensorNotFoundError
 
+# Loads at once, and batches per ahead_mib: two loads of half the bound each streamed fastest
+# within the bound on the H200 (docs/PYTHON.md; scripts/device/python_stream.py measures them).
+_LOADS_IN_FLIGHT = 2
+_BATCHES_PER_BOUND = 2
+
 
 def _models(paths):
     from . import Model
@@ -45,9 +50,9 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     """Yields (name, tensor) for every tensor of the models at `paths` (one path or several:
     the shards of a model), in file order, so that reads stay sequential.
 
-    Tensors are loaded in batches by hoist's engine, up to three batches at a time, while the caller
-    consumes earlier ones: what is held beyond the tensors already yielded (loaded or being
-    loaded, not yet yielded) stays within ahead_mib MiB, whatever the model's size. names,
+    Tensors are loaded in batches of half of ahead_mib by hoist's engine, the next while the
+    caller consumes the one before: what is held beyond the tensors already yielded (loaded or
+    being loaded, not yet yielded) stays within ahead_mib MiB, whatever the model's size. names,
     progress and options are load_file's. Closing the iterator early (break) waits for the
     loads in flight and frees what they read.
     """
@@ -58,8 +63,8 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     ahead = _mib_bytes({"ahead_mib": ahead_mib}, "ahead_mib")
     if ahead <= 0:
         raise HoistError("ahead_mib must be above 0", "invalid argument")
-    # Four batches fit in the bound: one being yielded, up to three loading or queued.
-    batches = _batches(models, names, max(ahead // 4, 1))
+    # The batches fit in the bound: one being yielded, the others loading or queued.
+    batches = _batches(models, names, max(ahead // _BATCHES_PER_BOUND, 1))
     sizes = [sum(m.tensors[n].nbytes for n in b) for m, b in batches]
     total = sum(sizes)
     report = _progress_callback(progress)
@@ -67,12 +72,13 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     pending = collections.deque()  # (future, index)
     held = 0
     next_batch = 0
-    # Three loads at once: each load's fixed cost (opening, planning, starting its readers) then
-    # overlaps another's streaming, so the link stays busy with batches this small.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3, thread_name_prefix="hoist") as pool:
+    # Several loads at once: each load's fixed cost (opening, planning, starting its readers)
+    # then overlaps another's streaming, so the link stays busy with batches this small.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_LOADS_IN_FLIGHT,
+                                               thread_name_prefix="hoist") as pool:
         def fill():
             nonlocal next_batch, held
-            while next_batch < len(batches) and len(pending) < 3 and (
+            while next_batch < len(batches) and len(pending) < _LOADS_IN_FLIGHT and (
                     not pending or held + sizes[next_batch] <= ahead):
                 model, batch = batches[next_batch]
                 pending.append(pool.submit(load_file, model, device, batch, None, **options))
