@@ -269,4 +269,5 @@ def release_cached_memory():
 
 
 from ._stream import iter_tensors  # noqa: E402
+from . import gguf as gguf  # noqa: E402
 from . import torch as torch  # noqa: E402  (hoist.torch.load_into; imports torch lazily)

@@ -1,0 +1,207 @@
+"""What hoist.safetensors.safe_open and hoist.gguf.open share: a model file's tensors by name,
+read through the engine in batches that grow while the caller keeps taking what was read ahead,
+and slices of them."""
+import os
+
+from . import HoistError, Model, load_file as _hoist_load_file
+
+_FRAMEWORKS = ("pt", "torch", "np", "numpy")
+# A batch of get_tensor reads starts this large and doubles while the caller keeps taking the
+# tensors read ahead, up to the largest: one load per batch keeps the link busy, and the bound
+# keeps what is read ahead (and not yet asked for) small.
+_FIRST_BATCH_BYTES = 64 << 20
+_LARGEST_BATCH_BYTES = 2 << 30
+
+
+def _torch():
+    import torch
+    return torch
+
+
+class _Slice:
+    """safetensors' PySafeSlice: a tensor's shape and dtype, and the parts of it asked for by
+    indexing, reading only the rows the index covers."""
+
+    def __init__(self, owner, name):
+        self._owner = owner
+        self._name = name
+        self._info = owner._model.tensors[name]
+
+    def get_shape(self):
+        return list(self._owner._model.load_shape(self._name))
+
+    def get_dtype(self):
+        return self._info.dtype
+
+    def __getitem__(self, index):
+        if not self._owner._on_host():
+            # On a GPU: the whole tensor through the engine (read ahead with the tensors after
+            # it), indexed there; the slice is copied out so the whole tensor's memory goes.
+            return self._owner._whole(self._name)[index].clone()
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is Ellipsis for i in index) or not index:
+            rows = slice(None)
+        else:
+            rows = index[0]
+        shape = self._owner._model.load_shape(self._name)
+        if not shape:
+            return self._owner._read_rows(self._name, 0, 1)[index] if index else \
+                self._owner._read_rows(self._name, 0, 1)
+        count = shape[0]
+        if isinstance(rows, int):
+            at = rows + count if rows < 0 else rows
+            if not 0 <= at < count:
+                raise self._owner.Error(f"index {rows} is out of range for dimension 0 of "
+                                      f"'{self._name}', of size {count}")
+            first, last = at, at + 1
+            rest = (0,) + tuple(index[1:])
+        elif isinstance(rows, slice):
+            start, stop, step = rows.indices(count)
+            if step != 1:
+                raise self._owner.Error("slices with a step are not supported")
+            first, last = start, max(start, stop)
+            rest = (slice(None),) + tuple(index[1:]) if index[0] is not Ellipsis else index
+        else:
+            raise self._owner.Error(f"cannot index '{self._name}' with {type(rows).__name__}")
+        part = self._owner._read_rows(self._name, first, last)
+        return part[rest]
+
+
+class TensorReader:
+    """One model file's tensors by name on a device: get_tensor, get_slice, keys, metadata; a
+    context manager. Subclasses say which format they read and which error they raise."""
+
+    Error = HoistError
+    FORMAT = None  # the format this reader opens; None: any
+
+    def __init__(self, filename, framework, device="cpu"):
+        if framework not in _FRAMEWORKS:
+            raise self.Error(f"framework {framework!r} is not supported: pt or np")
+        self._numpy = framework in ("np", "numpy")
+        self._path = os.fspath(filename)
+        try:
+            self._model = Model(self._path)
+        except HoistError as e:
+            raise self.Error(str(e)) from e
+        if self._model.format != self.FORMAT or not os.path.isfile(self._path) or \
+                self._path.endswith(".json"):
+            raise self.Error(f"{self._path}: not a {self.FORMAT} file (this reads one file; "
+                             f"hoist.load_file reads indexes, directories and split sets)")
+        self._device = "cpu" if self._numpy else device
+        # Names in file order: the order batches read in.
+        self._by_offset = sorted(self._model.tensors,
+                                 key=lambda n: (self._model.tensors[n].file,
+                                                self._model.tensors[n].offset))
+        self._position = {n: i for i, n in enumerate(self._by_offset)}
+        self._ahead = {}    # read ahead, not yet asked for
+        self._taken = set()  # handed out: a batch does not read them again
+        self._batch_bytes = _FIRST_BATCH_BYTES
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._ahead.clear()
+        self._taken.clear()
+        return False
+
+    def keys(self):
+        return sorted(self._model.tensors)
+
+    def offset_keys(self):
+        return list(self._by_offset)
+
+    def metadata(self):
+        """{key: value} of the file's metadata (safetensors: the __metadata__ strings; GGUF:
+        typed values, lists for arrays), or None when it has none."""
+        return dict(self._model.metadata) or None
+
+    def info(self, name):
+        """The tensor's hoist.TensorInfo: its dtype in the format's spelling ("Q4_K") and its
+        own shape (get_shape gives the shape it loads with)."""
+        self._check(name)
+        return self._model.tensors[name]
+
+    def _check(self, name):
+        if name not in self._model.tensors:
+            raise self.Error(f"File does not contain tensor {name}")
+
+    def get_tensor(self, name):
+        self._check(name)
+        return self._whole(name)
+
+    def _on_host(self):
+        return self._numpy or str(self._device) == "cpu"
+
+    def _whole(self, name):
+        """Tensor `name`, from what was read ahead or in a new batch from it on."""
+        self._taken.add(name)
+        if name in self._ahead:
+            self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
+            return self._ahead.pop(name)
+        # A miss: read a batch from this tensor on, in file order, skipping what is read ahead
+        # or was handed out already.
+        batch, size = [name], self._model.tensors[name].nbytes
+        for other in self._by_offset[self._position[name] + 1:]:
+            if other in self._ahead or other in self._taken:
+                continue
+            nbytes = self._model.tensors[other].nbytes
+            if size + nbytes > self._batch_bytes:
+                break
+            batch.append(other)
+            size += nbytes
+        try:
+            loaded = _hoist_load_file(self._model, device=self._device, names=batch)
+        except HoistError as e:
+            raise self.Error(str(e)) from e
+        result = loaded.pop(name)
+        self._ahead.update(loaded)
+        return result
+
+    def get_slice(self, name):
+        self._check(name)
+        return _Slice(self, name)
+
+    def _read_rows(self, name, first, last):
+        """Rows [first, last) of the tensor (as loaded: a block-quantized one is uint8
+        [rows, bytes_per_row]), read from the file alone, on the device."""
+        info = self._model.tensors[name]
+        quantized = self._model.is_quantized(name)
+        shape = list(self._model.load_shape(name)) or [1]
+        row_bytes = info.nbytes // shape[0] if shape[0] else 0
+        with open(self._path, "rb") as f:
+            f.seek(info.offset + first * row_bytes)
+            data = f.read((last - first) * row_bytes)
+        if len(data) != (last - first) * row_bytes:
+            raise self.Error(f"{self._path}: the file ends inside tensor '{name}'")
+        shape = [last - first] + shape[1:] if info.shape else []
+        return _from_bytes(bytearray(data), "U8" if quantized else info.dtype, shape,
+                           self._device, self._numpy)
+
+
+def _from_bytes(data, dtype, shape, device, as_numpy):
+    """A tensor of `dtype` and `shape` over `data` (a bytearray), on device."""
+    if as_numpy:
+        import numpy
+        np_dtype = {"BF16": "<u2", "F8_E5M2": "u1", "F8_E4M3": "u1", "F8_E8M0": "u1",
+                    "BOOL": "?"}.get(dtype)
+        if np_dtype is None:
+            np_dtype = numpy.dtype(_NUMPY_NAMES[dtype]).newbyteorder("<")
+        return numpy.frombuffer(data, dtype=np_dtype).reshape(shape).copy()
+    torch = _torch()
+    from . import _TORCH_DTYPES, hoist_device
+    attr = _TORCH_DTYPES.get(dtype)
+    if attr is None or not hasattr(torch, attr):
+        raise HoistError(f"dtype {dtype} has no torch dtype in torch {torch.__version__}",
+                         "invalid argument")
+    if not data:
+        tensor = torch.empty(shape, dtype=getattr(torch, attr))
+    else:
+        tensor = torch.frombuffer(data, dtype=getattr(torch, attr)).reshape(shape)
+    _, torch_device = hoist_device(device)
+    return tensor.to(torch_device)
+
+
+_NUMPY_NAMES = {"I8": "i1", "U8": "u1", "I16": "i2", "U16": "u2", "F16": "f2", "I32": "i4",
+                "U32": "u4", "F32": "f4", "F64": "f8", "I64": "i8", "U64": "u8"}

@@ -1,0 +1,62 @@
+"""hoist.gguf.open: a GGUF file through safe_open's front, quantized tensors as uint8 rows."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+import torch
+
+import hoist
+import hoist.gguf
+
+HOIST_CLI = os.environ.get("HOIST_CLI", "hoist")
+
+
+def same_bits(a, b):
+    """Equal dtype, shape and bytes (sample weights are random bits: NaNs among them)."""
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+class GgufReaderTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.tmp.name, "m.gguf")
+        subprocess.run([HOIST_CLI, "make-sample", self.path, "--size", "4MiB", "--dtypes",
+                        "F32,F16,Q8_0,Q4_K"], check=True, capture_output=True)
+        self.reference = hoist.load_file(self.path)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_tensors_slices_and_info_match_load_file(self):
+        for device in ("cpu", "sim"):
+            with hoist.gguf.open(self.path, device=device) as f:
+                self.assertEqual(f.keys(), sorted(self.reference))
+                self.assertEqual(f.metadata()["general.name"], "hoist sample")
+                dtypes = set()
+                for name in f.offset_keys():
+                    info = f.info(name)
+                    dtypes.add(info.dtype)
+                    want = self.reference[name]
+                    s = f.get_slice(name)
+                    self.assertEqual(s.get_dtype(), info.dtype)
+                    self.assertEqual(s.get_shape(), list(want.shape))
+                    if want.dim() == 2 and want.shape[0] > 3:
+                        self.assertTrue(same_bits(s[1:3], want[1:3]), (device, name))
+                    got = f.get_tensor(name)
+                    self.assertTrue(same_bits(got, want), (device, name))
+                    if info.dtype in ("Q8_0", "Q4_K"):
+                        self.assertEqual(got.dtype, torch.uint8)
+                self.assertTrue({"Q8_0", "Q4_K", "F32"} <= dtypes, dtypes)
+
+    def test_errors(self):
+        with self.assertRaises(hoist.HoistError):
+            hoist.gguf.open(os.path.join(self.tmp.name, "none.gguf"))
+        with hoist.gguf.open(self.path) as f:
+            with self.assertRaises(hoist.HoistError):
+                f.get_tensor("nope")
+
+
+if __name__ == "__main__":
+    unittest.main()
