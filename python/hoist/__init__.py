@@ -31,13 +31,16 @@ _TORCH_DTYPES = {
     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
     "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
     "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu",
+    "C64": "complex64", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F4": "float4_e2m1fn_x2",
 }
 # numpy has no bfloat16 or float8: those come back as raw unsigned integers of their width.
 _NUMPY_DTYPES = {
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "uint16",
     "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
     "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-    "F8_E4M3": "uint8", "F8_E5M2": "uint8", "F8_E8M0": "uint8",
+    "F8_E4M3": "uint8", "F8_E5M2": "uint8", "F8_E8M0": "uint8", "C64": "complex64",
+    "F8_E4M3FNUZ": "uint8", "F8_E5M2FNUZ": "uint8", "F4": "uint8",
 }
 _GGUF_PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
 
@@ -84,6 +87,9 @@ class Model:
         """The shape the tensor is loaded with: its own, or [rows, bytes_per_row] for a block
         format."""
         info = self.tensors[name]
+        if info.dtype == "F4" and self.format == "safetensors" and info.shape:
+            # Two F4 values per byte: torch's float4_e2m1fn_x2 has half the last dimension.
+            return info.shape[:-1] + (info.shape[-1] // 2,)
         if not self.is_quantized(name):
             return info.shape
         rows = 1

@@ -203,5 +203,5 @@ def _from_bytes(data, dtype, shape, device, as_numpy):
     return tensor.to(torch_device)
 
 
-_NUMPY_NAMES = {"I8": "i1", "U8": "u1", "I16": "i2", "U16": "u2", "F16": "f2", "I32": "i4",
+_NUMPY_NAMES = {"I8": "i1", "U8": "u1", "I16": "i2", "U16": "u2", "F16": "f2", "I32": "i4", "C64": "c8",
                 "U32": "u4", "F32": "f4", "F64": "f8", "I64": "i8", "U64": "u8"}

@@ -7,6 +7,8 @@
 #           scripts/device/python_vs_safetensors.py
 #   stream: the same module's hoist.safetensors.safe_open, get_slice and hoist.iter_tensors
 #           against safetensors' safe_open (scripts/device/python_stream.py)
+#   reference: safetensors' own PyTorch tests (python/tests/safetensors_reference/) against
+#           hoist.safetensors, with a GPU for the tests that need one
 #   sweep:  reader threads x chunk size and staging budget x chunk size, warm, one `hoist load`
 #           process each; the plot of the first (sweep.svg)
 #   bench:  hoist bench --cold on the same model (ceilings, hoist, reference strategies), the
@@ -18,11 +20,11 @@ SIZE=20GiB
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
-    python|stream|sweep|bench) PARTS+=("$1"); shift ;;
-    *) echo "usage: $0 python|stream|sweep|bench... [--size SIZE]" >&2; exit 64 ;;
+    python|stream|reference|sweep|bench) PARTS+=("$1"); shift ;;
+    *) echo "usage: $0 python|stream|reference|sweep|bench... [--size SIZE]" >&2; exit 64 ;;
   esac
 done
-[ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|stream|sweep|bench... [--size SIZE]" >&2; exit 64; }
+[ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|stream|reference|sweep|bench... [--size SIZE]" >&2; exit 64; }
 BIN=${HOIST_BIN:-.device}
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
@@ -70,6 +72,24 @@ stream_part() {
   log "hoist.safetensors.safe_open and hoist.iter_tensors against safetensors' safe_open"
   PYTHONPATH=$PWD/build-py/python PYTHONUNBUFFERED=1 python3 scripts/device/python_stream.py \
     "$MODEL" --device "$DEVICE" --out "$OUT/python_stream.json" 2>&1 | tee -a "$OUT/log.txt"
+}
+
+reference_part() {
+  build_python || return 1
+  log "safetensors' own PyTorch tests against hoist.safetensors, on a GPU"
+  (cd "$(mktemp -d)" && mkdir -p tests/data && PYTHONPATH="$OLDPWD/build-py/python" python3 - \
+    "$OLDPWD/python/tests/safetensors_reference/test_pt_comparison.py" <<'PY'
+import importlib.util, sys, unittest
+import hoist.safetensors
+hoist.safetensors.patch()
+spec = importlib.util.spec_from_file_location("reference", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2).run(
+    unittest.defaultTestLoader.loadTestsFromModule(module))
+sys.exit(0 if result.wasSuccessful() else 1)
+PY
+  ) 2>&1 | tee -a "$OUT/log.txt"
 }
 
 sweep_part() {

@@ -29,7 +29,7 @@ class SafetensorError(Exception):
 
 _ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2,
              "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8,
-             "U64": 8}
+             "U64": 8, "C64": 8, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "F4": 0.5}
 
 
 class safe_open(TensorReader):  # noqa: N801 (safetensors' name)

@@ -11,12 +11,12 @@ import struct
 from .. import HoistError, _TORCH_DTYPES, load_file as _hoist_load_file
 from . import SafetensorError, _from_bytes, _parse, _ITEMSIZE
 
-__all__ = ["load_file", "load", "save_file", "save"]
+__all__ = ["load_file", "load", "save_file", "save", "storage_ptr", "storage_size"]
 
 # safetensors' Dtype order (it sorts tensors by dtype, last first, then by name).
 _DTYPE_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
-                "F8_E8M0", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64",
-                "I64", "U64"]
+                "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
+                "U32", "F32", "C64", "F64", "I64", "U64"]
 
 
 def load_file(filename, device="cpu"):
@@ -49,9 +49,11 @@ def load(data):
         count = 1
         for d in shape:
             count *= d
-        if not 0 <= begin <= end <= body or end - begin != count * _ITEMSIZE[dtype]:
+        if not 0 <= begin <= end <= body or end - begin != int(count * _ITEMSIZE[dtype]):
             raise SafetensorError(f"tensor '{name}': data_offsets [{begin}, {end}] do not hold "
                                   f"{count} {dtype} values inside {body} bytes")
+        if dtype == "F4" and shape:
+            shape = shape[:-1] + [shape[-1] // 2]  # float4_e2m1fn_x2: two values per element
         out[name] = _from_bytes(bytearray(data[start + begin:start + end]), dtype, shape, "cpu",
                                 False)
     return out
@@ -65,37 +67,90 @@ def _dtype_name(tensor):
     raise ValueError(f"dtype {tensor.dtype} cannot be saved in safetensors")
 
 
-def save(tensors, metadata=None):
-    """The bytes of a safetensors file holding tensors ({name: tensor}) and metadata."""
+def storage_ptr(tensor):
+    """Where the tensor's storage starts (0 for none), as safetensors.torch.storage_ptr."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (AttributeError, NotImplementedError):
+        try:
+            return tensor.storage().data_ptr()
+        except NotImplementedError:
+            return 0  # sparse tensors have no storage
+
+
+def storage_size(tensor):
+    """The tensor's storage's size in bytes, as safetensors.torch.storage_size."""
+    try:
+        return tensor.untyped_storage().nbytes()
+    except (AttributeError, NotImplementedError):
+        try:
+            return tensor.storage().size() * tensor.element_size()
+        except NotImplementedError:
+            return 0
+
+
+def _find_shared_tensors(state_dict):
+    """Sets of names whose tensors overlap in one storage, as safetensors.torch finds them:
+    disjoint views of one storage are not shared."""
+    import collections
+    import torch
+    groups = collections.defaultdict(set)
+    for name, t in state_dict.items():
+        if t.device != torch.device("meta") and storage_ptr(t) != 0 and storage_size(t) != 0:
+            groups[(t.device, storage_ptr(t), storage_size(t))].add(name)
+    shared = []
+    for names in groups.values():
+        areas = sorted((state_dict[n].data_ptr(),
+                        state_dict[n].data_ptr() + state_dict[n].numel() *
+                        state_dict[n].element_size(), n) for n in names)
+        _, last_stop, first = areas[0]
+        shared.append({first})
+        for start, stop, name in areas[1:]:
+            if start >= last_stop:
+                shared.append({name})
+            else:
+                shared[-1].add(name)
+            last_stop = stop
+    return shared
+
+
+def _check_for_save(tensors):
+    """safetensors' checks before saving, with its errors and messages."""
     import torch
     if not isinstance(tensors, dict):
-        raise TypeError(f"tensors must be a dict of name to tensor, not {type(tensors).__name__}")
-    if metadata is not None and (not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
-        raise TypeError("metadata must be a dict of str to str")
-    spans = []
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+    sparse = []
     for name, t in tensors.items():
-        if not isinstance(name, str) or not isinstance(t, torch.Tensor):
-            raise TypeError(f"tensors must map str to torch.Tensor; '{name}' is "
-                            f"{type(t).__name__}")
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"Key `{name}` is invalid, expected torch.Tensor but received "
+                             f"{type(t)}")
         if t.layout != torch.strided:
-            raise ValueError(f"You are trying to save a sparse tensor: `{name}` which this "
-                             f"library does not support.")
+            sparse.append(name)
+    if sparse:
+        raise ValueError(f"You are trying to save a sparse tensors: `{sparse}` which this library "
+                         f"does not support. You can make it a dense tensor before saving with "
+                         f"`.to_dense()` but be aware this might make a much larger file than "
+                         f"needed.")
+    failing = [names for names in _find_shared_tensors(tensors) if len(names) > 1]
+    if failing:
+        raise RuntimeError(f"Some tensors share memory, this will lead to duplicate memory on "
+                           f"disk and potential differences when loading them again: {failing}.")
+    for name, t in tensors.items():
         if not t.is_contiguous():
             raise ValueError(f"You are trying to save a non contiguous tensor: `{name}` which is "
                              f"not allowed. It either means you are trying to save tensors which "
                              f"are reference of each other in which case it's recommended to save "
                              f"only the full tensors, and reslice at load time, or simply call "
                              f"`.contiguous()` on your tensor to pack it before saving.")
-        if t.numel() > 0:
-            start = t.data_ptr()
-            spans.append((start, start + t.numel() * t.element_size(), name))
-    spans.sort()
-    for (a_start, a_end, a), (b_start, _, b) in zip(spans, spans[1:]):
-        if b_start < a_end:
-            raise RuntimeError(f"Some tensors share memory, this will lead to duplicate memory on "
-                               f"disk and potential differences when loading them again: "
-                               f"[{a!r}, {b!r}].")
+
+
+def save(tensors, metadata=None):
+    """The bytes of a safetensors file holding tensors ({name: tensor}) and metadata."""
+    import torch
+    _check_for_save(tensors)
+    if metadata is not None and (not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise TypeError("metadata must be a dict of str to str")
     rank = {d: i for i, d in enumerate(_DTYPE_ORDER)}
     order = sorted(tensors, key=lambda n: (-rank[_dtype_name(tensors[n])], n))
     header = {}
@@ -105,7 +160,11 @@ def save(tensors, metadata=None):
     for name in order:
         t = tensors[name].detach().cpu()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": _dtype_name(t), "shape": list(t.shape),
+        dtype = _dtype_name(t)
+        shape = list(t.shape)
+        if dtype == "F4" and shape:
+            shape[-1] *= 2  # the header counts F4 values, two per byte of float4_e2m1fn_x2
+        header[name] = {"dtype": dtype, "shape": shape,
                         "data_offsets": [offset, offset + len(raw)]}
         payloads.append(raw)
         offset += len(raw)
