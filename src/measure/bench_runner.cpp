@@ -45,7 +45,7 @@ class Bench {
  public:
   Bench(const BenchSpec& spec, const TensorDirectory& dir, std::shared_ptr<CheckedDevice> device,
         const LoadOptions& options)
-      : spec_(spec), dir_(dir), device_(std::move(device)), load_options_(options) {
+      : dir_(dir), device_(std::move(device)), load_options_(options) {
     for (const FileEntry& f : dir_.files) paths_.push_back(f.path);
     for (const TensorEntry& t : dir_.tensors) result_.model_bytes += t.nbytes;
     gpu_ = device_->kind() == DeviceKind::kGpu;
@@ -188,7 +188,6 @@ class Bench {
     result_.rows.push_back(row);
   }
 
-  const BenchSpec& spec_;
   const TensorDirectory& dir_;
   std::shared_ptr<CheckedDevice> device_;
   const LoadOptions& load_options_;
