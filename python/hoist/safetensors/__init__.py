@@ -8,17 +8,15 @@
 
 `safe_open`, `SafetensorError`, and in `hoist.safetensors.torch` `load_file`, `load`,
 `save_file` and `save` take the arguments safetensors' do and give the same results. Reads of
-whole tensors go through the pinned pipeline; `get_slice(name)[rows]` reads only the rows'
-bytes. Files are read with hoist's checks: a malformed one raises SafetensorError naming the
-byte offset and the rule.
+whole tensors go through the pinned pipeline; on the CPU `get_slice(name)[rows]` reads only the
+rows' bytes, on a GPU it slices the whole tensor read through the engine. Files are read with
+hoist's checks: a malformed one raises SafetensorError naming the byte offset and the rule.
 """
 import json
-import os
 import struct
 import sys
 
-from .. import HoistError
-from .._reader import TensorReader, _from_bytes  # noqa: F401 (hoist.safetensors.torch's)
+from .._reader import TensorReader
 
 __all__ = ["safe_open", "SafetensorError", "patch", "unpatch"]
 

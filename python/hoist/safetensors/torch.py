@@ -9,7 +9,8 @@ import os
 import struct
 
 from .. import HoistError, _TORCH_DTYPES, load_file as _hoist_load_file
-from . import SafetensorError, _from_bytes, _parse, _ITEMSIZE
+from .._reader import _from_bytes
+from . import SafetensorError, _parse, _ITEMSIZE
 
 __all__ = ["load_file", "load", "save_file", "save", "storage_ptr", "storage_size"]
 
