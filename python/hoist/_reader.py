@@ -45,9 +45,8 @@ class _Slice:
         else:
             rows = index[0]
         shape = self._owner._model.load_shape(self._name)
-        if not shape:
-            return self._owner._read_rows(self._name, 0, 1)[index] if index else \
-                self._owner._read_rows(self._name, 0, 1)
+        if not shape:  # a scalar: its one value, indexed as asked (`...`, `()`)
+            return self._owner._read_rows(self._name, 0, 1)[index]
         count = shape[0]
         if isinstance(rows, int):
             at = rows + count if rows < 0 else rows

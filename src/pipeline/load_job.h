@@ -70,6 +70,7 @@ struct Lane {
   size_t buffers_per_reader = 2;
   std::atomic<size_t> next_chunk{0};
   size_t end_chunk = 0;
+  size_t chunks = 0;  // end_chunk less the first
   std::atomic<size_t> chunks_done{0};
   std::atomic<int64_t> finished_ns{0};  // when its last chunk was on the device
 };

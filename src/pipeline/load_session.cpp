@@ -77,6 +77,10 @@ class LoadSession {
   Status AllocateDestinations();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
+  LoadProgress Progress() const {
+    return {job_->copied_bytes.load(), job_->read_bytes.load(), job_->plan.read_bytes,
+            Seconds(stream_start_)};
+  }
 
   const TensorDirectory& dir_;
   const std::vector<std::shared_ptr<CheckedDevice>>& devices_;
@@ -261,6 +265,7 @@ Status LoadSession::Prepare() {
   for (size_t d = 0; d < job_->lanes.size(); ++d) {
     job_->lanes[d]->next_chunk.store(plan.first_chunk[d]);
     job_->lanes[d]->end_chunk = plan.first_chunk[d + 1];
+    job_->lanes[d]->chunks = plan.first_chunk[d + 1] - plan.first_chunk[d];
   }
   if (options_.checksum) job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
   plan_s += Seconds(plan_start);
@@ -326,8 +331,7 @@ void LoadSession::Stream() {
     }
     if (options_.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {
       last_report = Clock::now();
-      if (!options_.progress(LoadProgress{job.copied_bytes.load(), job.read_bytes.load(),
-                                          job.plan.read_bytes, Seconds(stream_start_)})) {
+      if (!options_.progress(Progress())) {
         job.Fail(Status::Cancelled("cancelled by the progress callback"));
         break;
       }
@@ -449,8 +453,7 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
     for (uint32_t i : job.plan.tensors) model.checksums[i] = job.checksums->Digest(i);
   }
   if (options_.progress) {
-    options_.progress(LoadProgress{job.copied_bytes.load(), job.read_bytes.load(),
-                                   job.plan.read_bytes, Seconds(stream_start_)});
+    options_.progress(Progress());
   }
   free_staging();
   model.report.phases.teardown = Seconds(teardown_start);

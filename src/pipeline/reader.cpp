@@ -49,9 +49,7 @@ void Retire(LoadJob& job, Lane& lane, const InFlight& e) {
   job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
   job.chunks_done.fetch_add(1);
   job.last_progress_ns.store(now);
-  const size_t lane_chunks = job.plan.first_chunk[job.plan.chunks[e.chunk].device + 1] -
-                             job.plan.first_chunk[job.plan.chunks[e.chunk].device];
-  if (lane.chunks_done.fetch_add(1) + 1 == lane_chunks) lane.finished_ns.store(now);
+  if (lane.chunks_done.fetch_add(1) + 1 == lane.chunks) lane.finished_ns.store(now);
 }
 
 }  // namespace
