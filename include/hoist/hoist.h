@@ -55,6 +55,9 @@ typedef int (*hoist_progress_fn)(void* user, uint64_t done_bytes, uint64_t total
 /* Returns the device pointer where tensor `index` goes (room for tensor->nbytes bytes), or
  * NULL to fail the load. */
 typedef void* (*hoist_destination_fn)(void* user, size_t index, const hoist_tensor_info* tensor);
+/* Called on a reader thread once every byte of tensor `index` is on its device (for zero-byte
+ * tensors, on the loading thread as streaming starts). Keep it short: the reader waits. */
+typedef void (*hoist_tensor_loaded_fn)(void* user, size_t index);
 
 typedef struct hoist_load_options {
   uint32_t struct_size;     /* set by hoist_load_options_init */
@@ -70,6 +73,18 @@ typedef struct hoist_load_options {
   size_t name_count;
   hoist_progress_fn progress;
   void* progress_user;
+  /* Since 0.2: a struct_size from 0.1, which ends above, is accepted with these unset. */
+  hoist_tensor_loaded_fn tensor_loaded; /* NULL: none */
+  void* tensor_loaded_user;
+  /* hoist_load_into only. Nonzero: the destination callback is called on a reader thread just
+   * before a tensor's first bytes are copied (about in file order), not for every tensor before
+   * the load: once per tensor, for several tensors at once from different threads. It may block
+   * until the caller has room. Before each call every copy the
+   * asking reader started has landed and been reported to tensor_loaded, so a caller that hands
+   * out destinations in file order and waits only for reported tensors to be consumed cannot
+   * deadlock the load; time spent in it is not a stall. It must return soon after the load is
+   * cancelled (NULL fails the load). Never called for zero-byte tensors. */
+  int destinations_when_needed;
 } hoist_load_options;
 
 void hoist_load_options_init(hoist_load_options* options);

@@ -64,6 +64,7 @@ class Model:
         self.format = self._native.format
         self.tensors = {t[0]: TensorInfo(t[0], t[1], tuple(t[2]), t[3], t[4], t[5])
                         for t in self._native.tensors()}
+        self._indices = {name: i for i, name in enumerate(self.tensors)}  # directory order
         self._metadata = None
 
     @property

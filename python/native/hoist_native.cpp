@@ -4,10 +4,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -73,6 +78,150 @@ int Progress(void* user, uint64_t done, uint64_t total) {
   return 0;
 }
 
+// One load consumed as a stream (hoist.iter_tensors). The load runs on its own thread; Python
+// hands out destinations (Provide) and takes tensors as they land (Next). Reader threads never
+// take the GIL: a destination the readers ask for before Python has provided it is waited for
+// here, and a landed tensor is queued here.
+class Stream {
+ public:
+  Stream(std::shared_ptr<hoist_model> model, std::vector<std::string> names, std::string device,
+         int threads, uint64_t chunk_bytes, uint64_t staging_bytes, double stall_timeout_s,
+         bool direct_io)
+      : model_(std::move(model)), names_(std::move(names)), device_(std::move(device)) {
+    hoist_load_options_init(&options_);
+    options_.device = device_.c_str();
+    options_.threads = threads;
+    options_.chunk_bytes = chunk_bytes;
+    options_.staging_bytes = staging_bytes;
+    options_.stall_timeout_s = stall_timeout_s;
+    options_.direct_io = direct_io ? 1 : 0;
+    for (const std::string& n : names_) name_ptrs_.push_back(n.c_str());
+    options_.names = name_ptrs_.data();
+    options_.name_count = name_ptrs_.size();
+    options_.destinations_when_needed = 1;
+    options_.tensor_loaded = [](void* user, size_t index) {
+      auto* self = static_cast<Stream*>(user);
+      {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        self->landed_.push_back(index);
+      }
+      self->cv_.notify_all();
+    };
+    options_.tensor_loaded_user = this;
+    options_.progress = [](void* user, uint64_t, uint64_t) -> int {
+      auto* self = static_cast<Stream*>(user);
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      return self->closed_ ? 1 : 0;
+    };
+    options_.progress_user = this;
+    thread_ = std::thread([this] { Run(); });
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream() { Close(); }
+
+  // Addresses for tensors (by index), each with room for the tensor's bytes.
+  void Provide(const std::vector<std::pair<size_t, uintptr_t>>& destinations) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [index, address] : destinations) provided_[index] = address;
+    }
+    cv_.notify_all();
+  }
+
+  // The index of the next tensor that landed; None once the load is done. Raises the load's
+  // error, and KeyboardInterrupt on Ctrl-C (the load is then cancelled).
+  py::object Next() {
+    for (;;) {
+      std::optional<size_t> index;
+      bool finished = false;
+      {
+        py::gil_scoped_release release;
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait_for(lock, std::chrono::milliseconds(100),
+                     [&] { return !landed_.empty() || finished_; });
+        if (!landed_.empty()) {
+          index = landed_.front();
+          landed_.pop_front();
+        }
+        finished = finished_;
+      }
+      if (index) return py::int_(*index);
+      if (finished) break;
+      if (PyErr_CheckSignals() != 0) {
+        Close();
+        throw py::error_already_set();
+      }
+    }
+    if (status_ != HOIST_OK) {
+      py::object make_error = py::reinterpret_borrow<py::object>(g_make_error);
+      py::object error = make_error(error_, std::string(hoist_status_name(status_)));
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+      throw py::error_already_set();
+    }
+    return py::none();
+  }
+
+  // Cancels the load if it still runs and waits for its thread; what it was given stays the
+  // caller's. Safe to call more than once.
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) {
+      py::gil_scoped_release release;
+      thread_.join();
+    }
+  }
+
+  std::string report() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return report_;
+  }
+
+ private:
+  void Run() {
+    hoist_loaded* raw = nullptr;
+    const hoist_status status = hoist_load_into(
+        model_.get(), &options_,
+        [](void* user, size_t index, const hoist_tensor_info*) -> void* {
+          auto* self = static_cast<Stream*>(user);
+          std::unique_lock<std::mutex> lock(self->mutex_);
+          self->cv_.wait(lock, [&] { return self->closed_ || self->provided_.count(index) != 0; });
+          if (self->closed_) return nullptr;
+          return reinterpret_cast<void*>(self->provided_[index]);
+        },
+        this, &raw);
+    std::unique_ptr<hoist_loaded, LoadedDeleter> loaded(raw);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_ = status;
+      if (status != HOIST_OK) error_ = hoist_last_error();
+      if (loaded) report_ = hoist_loaded_report_json(loaded.get());
+      finished_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  std::shared_ptr<hoist_model> model_;
+  std::vector<std::string> names_;
+  std::vector<const char*> name_ptrs_;
+  std::string device_;
+  hoist_load_options options_{};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::unordered_map<size_t, uintptr_t> provided_;
+  std::deque<size_t> landed_;
+  bool closed_ = false;
+  bool finished_ = false;
+  hoist_status status_ = HOIST_OK;
+  std::string error_;
+  std::string report_;
+  std::thread thread_;
+};
+
 class Model {
  public:
   explicit Model(const std::string& path) {
@@ -83,7 +232,16 @@ class Model {
       status = hoist_model_open(path.c_str(), &raw);
     }
     if (status != HOIST_OK) Raise(status);
-    model_.reset(raw);
+    model_.reset(raw, ModelDeleter());
+  }
+
+  // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
+  std::unique_ptr<Stream> StreamTensors(const std::vector<std::string>& names,
+                                        const std::string& device, int threads,
+                                        uint64_t chunk_bytes, uint64_t staging_bytes,
+                                        double stall_timeout_s, bool direct_io) {
+    return std::make_unique<Stream>(model_, names, device, threads, chunk_bytes, staging_bytes,
+                                    stall_timeout_s, direct_io);
   }
 
   std::string format() const { return hoist_model_format(model_.get()); }
@@ -150,7 +308,7 @@ class Model {
   }
 
  private:
-  std::unique_ptr<hoist_model, ModelDeleter> model_;
+  std::shared_ptr<hoist_model> model_;
 };
 
 }  // namespace
@@ -168,7 +326,15 @@ PYBIND11_MODULE(_native, m) {
       .def("load_into", &Model::LoadInto, py::arg("destinations"), py::arg("device"),
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
-           py::arg("checksum") = false, py::arg("direct_io") = false);
+           py::arg("checksum") = false, py::arg("direct_io") = false)
+      .def("stream", &Model::StreamTensors, py::arg("names"), py::arg("device"),
+           py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
+           py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false);
+  py::class_<Stream>(m, "Stream")
+      .def("provide", &Stream::Provide, py::arg("destinations"))
+      .def("next", &Stream::Next)
+      .def("close", &Stream::Close)
+      .def_property_readonly("report", &Stream::report);
   m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");

@@ -45,15 +45,15 @@ class IterTensorsTest(unittest.TestCase):
 
     def test_what_is_held_beyond_the_yielded_tensors_stays_within_the_bound(self):
         ahead = 256 << 10  # four 64 KiB tensors
-        alive = []  # weak references to every tensor the loads made
-        made = hoist.load_file
+        alive = []  # weak references to every tensor the stream allocated
+        made = torch.empty
 
         def watched(*args, **kwargs):
             out = made(*args, **kwargs)
-            alive.extend(weakref.ref(t) for t in out.values())
+            alive.append(weakref.ref(out))
             return out
 
-        with mock.patch.object(hoist, "load_file", watched):
+        with mock.patch.object(torch, "empty", watched):
             peak = 0
             for _name, tensor in hoist.iter_tensors(self.paths, ahead_mib=ahead / (1 << 20)):
                 yielded = id(tensor)  # the one yielded: the iterator holds it until the next
@@ -61,8 +61,35 @@ class IterTensorsTest(unittest.TestCase):
                 gc.collect()
                 held = sum(1 for r in alive if r() is not None and id(r()) != yielded)
                 peak = max(peak, held)
+        self.assertEqual(len(alive), len(self.tensors))
         self.assertGreater(peak, 0)
         self.assertLessEqual(peak * (64 << 10), ahead)
+
+    def test_a_bound_below_one_tensor_still_streams_one_at_a_time(self):
+        got = dict(hoist.iter_tensors(self.paths, ahead_mib=0.001, threads=4, chunk_mib=0.004))
+        self.assertEqual(sorted(got), sorted(self.tensors))
+        for name, tensor in got.items():
+            self.assertTrue(torch.equal(tensor, self.tensors[name]), name)
+
+    def test_closing_early_frees_what_was_not_yielded(self):
+        alive = []
+        made = torch.empty
+
+        def watched(*args, **kwargs):
+            out = made(*args, **kwargs)
+            alive.append(weakref.ref(out))
+            return out
+
+        with mock.patch.object(torch, "empty", watched):
+            it = hoist.iter_tensors(self.paths, ahead_mib=0.5)
+            name, first = next(it)
+            it.close()  # cancels the load; what it had handed out is dropped
+        gc.collect()
+        self.assertGreater(len(alive), 1)
+        survivors = [r() for r in alive if r() is not None]
+        self.assertEqual(len(survivors), 1)
+        self.assertIs(survivors[0], first)
+        self.assertTrue(torch.equal(first, self.tensors[name]))
 
     def test_names_and_early_exit(self):
         names = ["layers.3.w", "layers.30.w"]
@@ -70,7 +97,7 @@ class IterTensorsTest(unittest.TestCase):
         self.assertEqual(sorted(got), names)
         it = hoist.iter_tensors(self.paths, ahead_mib=0.25)
         next(it)
-        it.close()  # waits for the loads in flight; nothing hangs or leaks
+        it.close()  # cancels the load; nothing hangs or leaks
         with self.assertRaises(hoist.TensorNotFoundError):
             list(hoist.iter_tensors(self.paths, names=["nope"]))
         with self.assertRaises(hoist.HoistError):

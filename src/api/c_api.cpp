@@ -1,5 +1,7 @@
 // The C API (include/hoist/hoist.h) over the core. Statuses become codes here and messages go
 // to a thread-local slot; nothing throws across this boundary.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -28,6 +30,9 @@ struct hoist_loaded {
 namespace {
 
 thread_local std::string g_last_error;
+
+// hoist_load_options as hoist 0.1 defined it: up to and including progress_user.
+constexpr size_t kLoadOptionsV1Size = offsetof(hoist_load_options, tensor_loaded);
 
 hoist_status Fail(const hoist::Status& status) {
   g_last_error = status.message();
@@ -86,11 +91,15 @@ hoist_tensor_info Info(const hoist::TensorEntry& t) {
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
                       hoist_destination_fn destination, void* user, hoist_loaded** out) {
   if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
-  hoist_load_options defaults;
-  hoist_load_options_init(&defaults);
-  const hoist_load_options& o = options != nullptr ? *options : defaults;
-  if (o.struct_size < sizeof(hoist_load_options)) {
-    return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
+  // The fields a caller's struct_size covers; the rest keep their defaults (a caller built
+  // against an older header passes a smaller struct).
+  hoist_load_options o;
+  hoist_load_options_init(&o);
+  if (options != nullptr) {
+    if (options->struct_size < kLoadOptionsV1Size) {
+      return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
+    }
+    std::memcpy(&o, options, std::min<size_t>(options->struct_size, sizeof o));
   }
   auto device = hoist::OpenDevice(o.device != nullptr ? o.device : "auto");
   if (!device.ok()) return Fail(device.status());
@@ -110,13 +119,25 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
     lo.names.emplace_back(o.names[i]);
   }
   if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
+  // The callbacks hold copies of what they call: a reader left behind by a stuck read may
+  // outlive this frame.
   if (o.progress != nullptr) {
-    lo.progress = [&o](const hoist::LoadProgress& p) {
-      return o.progress(o.progress_user, p.copied_bytes, p.total_bytes) == 0;
+    lo.progress = [fn = o.progress, user = o.progress_user](const hoist::LoadProgress& p) {
+      return fn(user, p.copied_bytes, p.total_bytes) == 0;
     };
   }
+  if (o.tensor_loaded != nullptr) {
+    lo.tensor_loaded = [fn = o.tensor_loaded, user = o.tensor_loaded_user](size_t index) {
+      fn(user, index);
+    };
+  }
+  if (o.destinations_when_needed != 0 && destination == nullptr) {
+    return Invalid("destinations_when_needed is for hoist_load_into");
+  }
+  lo.destinations_when_needed = o.destinations_when_needed != 0;
   if (destination != nullptr) {
-    lo.destination = [&](size_t index, const hoist::TensorEntry& t) -> hoist::Result<void*> {
+    lo.destination = [destination, user](size_t index,
+                                         const hoist::TensorEntry& t) -> hoist::Result<void*> {
       const hoist_tensor_info info = Info(t);
       void* p = destination(user, index, &info);
       if (p == nullptr && t.nbytes > 0) {

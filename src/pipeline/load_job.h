@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,9 @@ struct InFlight : HashTicket {
   std::vector<std::unique_ptr<CopyHandle>> copies;
   size_t completed = 0;  // copies[0, completed) are known done
   int64_t submitted_ns = 0;
+  // Per segment of the chunk: already reported landed (its copies were settled early, before
+  // the reader waited for a destination).
+  std::vector<bool> landed;
 
   // Moves `completed` past the copies the device is done with, completed or failed (a failed
   // copy no longer touches its memory), in order; true when none is left in flight. The first
@@ -80,9 +84,16 @@ struct LoadJob {
   std::vector<std::unique_ptr<Lane>> lanes;  // per device, in the load's device order
   std::vector<std::unique_ptr<File>> files;
   std::vector<std::string> file_paths;
-  std::vector<unsigned char*> dest;            // per directory tensor
-  bool external = false;                       // dest are the caller's, not hoist's allocations
-  std::unique_ptr<TensorChecksums> checksums;  // null without LoadOptions::checksum
+  const TensorDirectory* dir = nullptr;
+  // Per directory tensor; written once, by a reader when destinations come when needed.
+  std::vector<std::atomic<unsigned char*>> dest;
+  bool external = false;  // dest are the caller's, not hoist's allocations
+  std::function<Result<void*>(size_t, const TensorEntry&)> destination;  // when needed
+  std::vector<std::atomic<uint8_t>> destination_asked;  // per directory tensor, when needed
+  std::atomic<int> waiting_on_caller{0};                // readers inside the destination call
+  std::function<void(size_t)> tensor_loaded;
+  std::vector<std::atomic<uint64_t>> unlanded;  // per directory tensor, with tensor_loaded
+  std::unique_ptr<TensorChecksums> checksums;   // null without LoadOptions::checksum
   std::vector<ReaderState> readers;
 
   std::atomic<uint64_t> read_bytes{0};

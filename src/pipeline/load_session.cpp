@@ -201,17 +201,22 @@ Status LoadSession::AllocateDestinations() {
   model.pointers.assign(dir_.tensors.size(), nullptr);
   model.loaded_mask.assign(dir_.tensors.size(), false);
   model.allocations.assign(devices_.size(), nullptr);
-  job_->dest.assign(dir_.tensors.size(), nullptr);
+  job_->dest = std::vector<std::atomic<unsigned char*>>(dir_.tensors.size());
   if (options_.destination) {
     model.external_destinations = true;
     job_->external = true;
+    if (options_.destinations_when_needed) {
+      job_->destination = options_.destination;  // the readers ask
+      job_->destination_asked = std::vector<std::atomic<uint8_t>>(dir_.tensors.size());
+      return Status::Ok();
+    }
     for (uint32_t i : plan.tensors) {
       HOIST_ASSIGN_OR_RETURN(void* p, options_.destination(i, dir_.tensors[i]));
       if (p == nullptr && dir_.tensors[i].nbytes > 0) {
         return Status::InvalidArgument("no destination given for tensor '" + dir_.tensors[i].name +
                                        "'");
       }
-      job_->dest[i] = static_cast<unsigned char*>(p);
+      job_->dest[i].store(static_cast<unsigned char*>(p));
     }
   } else {
     std::vector<bool> used(devices_.size(), false);
@@ -222,13 +227,9 @@ Status LoadSession::AllocateDestinations() {
                              devices_[d]->AllocateDevice(plan.allocation_bytes[d]));
     }
     for (uint32_t i : plan.tensors) {
-      job_->dest[i] =
-          static_cast<unsigned char*>(model.allocations[plan.device_of[i]]) + plan.device_offset[i];
+      job_->dest[i].store(static_cast<unsigned char*>(model.allocations[plan.device_of[i]]) +
+                          plan.device_offset[i]);
     }
-  }
-  for (uint32_t i : plan.tensors) {
-    model.pointers[i] = job_->dest[i];
-    model.loaded_mask[i] = true;
   }
   return Status::Ok();
 }
@@ -241,6 +242,10 @@ Status LoadSession::Prepare() {
   report.io = options_.io;
   report.warnings = dir_.warnings;
 
+  if (options_.destinations_when_needed && !options_.destination) {
+    return Status::InvalidArgument("destinations when needed need a destination callback");
+  }
+  job_->dir = &dir_;
   HOIST_RETURN_IF_ERROR(SelectTensors());
   if (devices_.size() > 1 || !options_.placement.empty()) model.placement = options_.placement;
   Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
@@ -268,6 +273,11 @@ Status LoadSession::Prepare() {
     job_->lanes[d]->chunks = plan.first_chunk[d + 1] - plan.first_chunk[d];
   }
   if (options_.checksum) job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
+  if (options_.tensor_loaded) {
+    job_->tensor_loaded = options_.tensor_loaded;
+    job_->unlanded = std::vector<std::atomic<uint64_t>>(dir_.tensors.size());
+    for (uint32_t i : plan.tensors) job_->unlanded[i].store(dir_.tensors[i].nbytes);
+  }
   plan_s += Seconds(plan_start);
   report.phases.plan = plan_s;
   report.tensor_bytes = plan.tensor_bytes;
@@ -288,6 +298,11 @@ void LoadSession::Stream() {
   stream_start_ = Clock::now();
   stream_start_ns_ = NowNs();
   job.last_progress_ns.store(stream_start_ns_);
+  if (job.tensor_loaded) {
+    for (uint32_t i : job.plan.tensors) {
+      if (dir_.tensors[i].nbytes == 0) job.tensor_loaded(i);
+    }
+  }
   const int readers = static_cast<int>(job.readers.size());
   job.running = readers;
   threads_.reserve(static_cast<size_t>(readers));
@@ -448,6 +463,10 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
     return status;
   }
   LoadedModel& model = *model_;
+  for (uint32_t i : job.plan.tensors) {
+    model.pointers[i] = job.dest[i].load();
+    model.loaded_mask[i] = true;
+  }
   if (job.checksums) {
     model.checksums.assign(dir_.tensors.size(), 0);
     for (uint32_t i : job.plan.tensors) model.checksums[i] = job.checksums->Digest(i);

@@ -52,6 +52,20 @@ struct LoadOptions {
   // device for directory tensor `index`, which must hold tensor.nbytes bytes. Unset: hoist
   // allocates one block per device and owns it.
   std::function<Result<void*>(size_t index, const TensorEntry& tensor)> destination;
+  // With `destination`: ask for each tensor's destination on a reader thread just before its
+  // first bytes are copied (about in file order on each device) instead of for all of them
+  // before streaming, so that a caller can hand out memory as a stream is consumed: once per
+  // tensor, for several tensors at once from different threads. The call may
+  // block until the caller has room: before it is made, every copy the asking reader started has
+  // completed and been reported to tensor_loaded, so a caller that hands out destinations in
+  // file order and waits only for reported tensors to be consumed cannot deadlock the load. Time
+  // spent in it is not a stall. It must return soon after the load is cancelled. Zero-byte
+  // tensors are never asked for.
+  bool destinations_when_needed = false;
+  // Called on a reader thread (the loading thread for zero-byte tensors) once every byte of
+  // directory tensor `index` is on its device; a reported tensor stays landed even if the load
+  // fails later. Keep it short: the reader waits for it.
+  std::function<void(size_t index)> tensor_loaded;
 };
 
 struct PhaseSeconds {

@@ -11,9 +11,10 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
-// Waits until entry's copies have completed and its bytes are hashed; false when the load
-// stopped first. Copies are polled (event queries), never waited on blindly.
-bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
+// Waits until entry's copies have completed and, unless only the copies are asked for, its
+// bytes are hashed; false when the load stopped first. Copies are polled (event queries), never
+// waited on blindly.
+bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e, bool copies_only = false) {
   const int64_t start_ns = NowNs();
   for (bool first = true;; first = false) {
     Status failed;
@@ -22,7 +23,7 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
       const Chunk& c = job.plan.chunks[e.chunk];
       job.Fail(failed.WithContext("copying " + job.Where(c) + " to " + job.DeviceName(c)));
     }
-    if (copied && e.hashed.load(std::memory_order_acquire)) {
+    if (copied && (copies_only || e.hashed.load(std::memory_order_acquire))) {
       me.copy_chunk.store(-1);
       return true;
     }
@@ -44,12 +45,51 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e) {
   }
 }
 
-void Retire(LoadJob& job, Lane& lane, const InFlight& e) {
+// Segment k of entry e is on the device: reports its tensor once all of it is.
+void Land(LoadJob& job, InFlight& e, size_t k) {
+  if (!e.landed.empty() && e.landed[k]) return;
+  if (!e.landed.empty()) e.landed[k] = true;
+  if (!job.tensor_loaded) return;
+  const Segment& s = job.plan.chunks[e.chunk].segments[k];
+  if (job.unlanded[s.tensor].fetch_sub(s.length) == s.length) job.tensor_loaded(s.tensor);
+}
+
+void Retire(LoadJob& job, Lane& lane, InFlight& e) {
   const int64_t now = NowNs();
+  for (size_t k = 0; k < job.plan.chunks[e.chunk].segments.size(); ++k) Land(job, e, k);
   job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
   job.chunks_done.fetch_add(1);
   job.last_progress_ns.store(now);
   if (lane.chunks_done.fetch_add(1) + 1 == lane.chunks) lane.finished_ns.store(now);
+}
+
+// Asks the caller for tensor's destination, or waits while another reader does (one call per
+// tensor; calls for different tensors run at once, so that a caller holding one back cannot
+// keep the tensors before it from their destinations); false when the load stopped or the
+// caller gave none (the load has then failed).
+bool ResolveDestination(LoadJob& job, uint32_t tensor) {
+  uint8_t unasked = 0;
+  if (!job.destination_asked[tensor].compare_exchange_strong(unasked, 1)) {
+    while (job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
+      if (job.stop.load()) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return true;
+  }
+  job.waiting_on_caller.fetch_add(1);
+  auto p = job.destination(tensor, job.dir->tensors[tensor]);
+  job.waiting_on_caller.fetch_sub(1);
+  job.last_progress_ns.store(NowNs());
+  if (p.ok() && *p == nullptr) {
+    p = Status::InvalidArgument("no destination given for tensor '" +
+                                job.dir->tensors[tensor].name + "'");
+  }
+  if (!p.ok()) {
+    job.Fail(p.status());
+    return false;
+  }
+  job.dest[tensor].store(static_cast<unsigned char*>(*p), std::memory_order_release);
+  return true;
 }
 
 }  // namespace
@@ -101,27 +141,79 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     auto entry = std::make_shared<InFlight>();
     entry->chunk = index;
     entry->buffer = std::move(*buffer);
-    for (const Segment& s : c.segments) {
-      for (uint64_t off = 0; off < s.length && !job.stop.load(); off += max_copy) {
-        const uint64_t n = std::min(max_copy, s.length - off);
-        auto copy =
-            device.CopyToDeviceAsync(job.dest[s.tensor] + s.tensor_offset + off,
-                                     data.value() + s.chunk_offset + off, n, queue, job.external);
-        if (!copy.ok()) {
-          job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
-        } else {
-          entry->copies.push_back(std::move(copy).value());
+    // Starts the copies of the segments whose destinations are known; true if any is not.
+    auto start_copies = [&](std::vector<bool>* started) {
+      bool missing = false;
+      for (size_t k = 0; k < c.segments.size(); ++k) {
+        const Segment& s = c.segments[k];
+        if (started != nullptr && (*started)[k]) continue;
+        unsigned char* dest = job.dest[s.tensor].load(std::memory_order_acquire);
+        if (dest == nullptr) {
+          missing = true;
+          continue;
         }
+        if (started != nullptr) (*started)[k] = true;
+        for (uint64_t off = 0; off < s.length && !job.stop.load(); off += max_copy) {
+          const uint64_t n = std::min(max_copy, s.length - off);
+          auto copy =
+              device.CopyToDeviceAsync(dest + s.tensor_offset + off,
+                                       data.value() + s.chunk_offset + off, n, queue, job.external);
+          if (!copy.ok()) {
+            job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
+          } else {
+            entry->copies.push_back(std::move(copy).value());
+          }
+        }
+      }
+      return missing;
+    };
+    // Hands the staged bytes to the checksums (once): before any wait of this reader's, as
+    // the pieces of a tensor are hashed in order and other readers may wait for this one's.
+    bool hashing = false;
+    auto hash = [&] {
+      if (hashing) return;
+      hashing = true;
+      if (job.checksums && !c.segments.empty()) {
+        job.checksums->Add(c, data.value(), entry);
+      } else {
+        entry->hashed.store(true, std::memory_order_release);
+      }
+    };
+    if (!job.destination) {
+      start_copies(nullptr);
+    } else {
+      std::vector<bool> started(c.segments.size(), false);
+      bool failed = false;
+      while (!failed && start_copies(&started) && !job.stop.load()) {
+        // Settle everything this reader has in flight, so that every tensor that can land
+        // without the missing destination is reported before the caller is asked for it
+        // (the caller may wait for those reports to make room); then ask for the first.
+        entry->landed.resize(c.segments.size(), false);
+        hash();
+        while (!mine.empty() && WaitUntilDone(job, me, *mine.front())) {
+          Retire(job, lane, *mine.front());
+          mine.pop_front();
+        }
+        if (!mine.empty() || !WaitUntilDone(job, me, *entry, /*copies_only=*/true)) {
+          stopped = true;
+          break;
+        }
+        for (size_t k = 0; k < c.segments.size(); ++k) {
+          if (started[k]) Land(job, *entry, k);
+        }
+        const auto first_missing =
+            std::find(started.begin(), started.end(), false) - started.begin();
+        failed = !ResolveDestination(job, c.segments[static_cast<size_t>(first_missing)].tensor);
+      }
+      if (stopped || failed) {
+        mine.push_back(entry);
+        break;
       }
     }
     entry->submitted_ns = NowNs();
     mine.push_back(entry);
     if (job.stop.load()) break;
-    if (job.checksums && !c.segments.empty()) {
-      job.checksums->Add(c, data.value(), entry);
-    } else {
-      entry->hashed.store(true, std::memory_order_release);
-    }
+    hash();
   }
   while (!stopped && !mine.empty()) {
     if (!WaitUntilDone(job, me, *mine.front())) break;

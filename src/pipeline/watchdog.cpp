@@ -1,5 +1,6 @@
 #include "pipeline/watchdog.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -34,8 +35,17 @@ std::string DeviceNames(const LoadJob& job) {
 }  // namespace
 
 Status Watchdog::Check() const {
-  const int64_t idle = NowNs() - job_.last_progress_ns.load();
+  const int64_t now = NowNs();
+  const int64_t idle = now - job_.last_progress_ns.load();
   if (idle <= stall_ns_) return Status::Ok();
+  if (job_.waiting_on_caller.load() > 0) {
+    // The caller holds the load back (flow control): a stall only if a read or a copy that
+    // was started has not moved for the timeout.
+    const int64_t copy =
+        Oldest(job_.readers, &ReaderState::copy_chunk, &ReaderState::copy_submitted_ns).second;
+    const int64_t read = Oldest(job_.readers, &ReaderState::chunk, &ReaderState::since_ns).second;
+    if (now - std::min(copy, read) <= stall_ns_) return Status::Ok();
+  }
   return DescribeStall(static_cast<double>(idle) / 1e9);
 }
 

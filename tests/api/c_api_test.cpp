@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,88 @@ TEST(CApiTest, LoadIntoCallerBuffers) {
   EXPECT_EQ(loaded.verify(), 0u);
   const size_t first = model.find("1");
   EXPECT_EQ(buffers[first].size(), 1u);
+}
+
+// A stream through the C API: destinations handed out as the readers ask for them, each tensor
+// reported once after it landed (checked on the reporting thread), nothing asked for twice.
+TEST(CApiTest, DestinationsWhenNeededAndTensorsReportedAsTheyLand) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  struct Stream {
+    hoist_model* model;
+    std::vector<std::vector<unsigned char>> memory;
+    std::vector<int> asked, reported, whole;  // per tensor (not vector<bool>: threads write)
+  } stream{model, {}, {}, {}, {}};
+  const size_t n = hoist_model_tensor_count(model);
+  stream.memory.resize(n);
+  stream.asked.assign(n, 0);
+  stream.reported.assign(n, 0);
+  stream.whole.assign(n, 0);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host";
+  options.threads = 3;
+  options.chunk_bytes = 4096;
+  options.destinations_when_needed = 1;
+  options.tensor_loaded_user = &stream;
+  options.tensor_loaded = [](void* user, size_t index) {
+    auto* s = static_cast<Stream*>(user);
+    hoist_tensor_info t{};
+    (void)hoist_model_tensor(s->model, index, &t);
+    std::ifstream in(Corpus("gguf/dummy-10-tensors.gguf"), std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(t.offset));
+    std::vector<unsigned char> want(t.nbytes);
+    in.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(t.nbytes));
+    s->whole[index] =
+        s->memory[index] == want ? 1 : 0;  // one report per tensor: no race on [index]
+    ++s->reported[index];
+  };
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load_into(
+                model, &options,
+                [](void* user, size_t index, const hoist_tensor_info* t) -> void* {
+                  auto* s = static_cast<Stream*>(user);
+                  ++s->asked[index];
+                  s->memory[index].resize(t->nbytes);
+                  return s->memory[index].data();
+                },
+                &stream, &loaded),
+            HOIST_OK)
+      << hoist_last_error();
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(stream.asked[i], 1) << i;
+    EXPECT_EQ(stream.reported[i], 1) << i;
+    EXPECT_EQ(stream.whole[i], 1) << i;
+    EXPECT_EQ(hoist_loaded_tensor(loaded, i), stream.memory[i].data());
+  }
+  size_t mismatches = 99;
+  EXPECT_EQ(hoist_loaded_verify(loaded, &mismatches), HOIST_OK);
+  EXPECT_EQ(mismatches, 0u);
+  hoist_loaded_free(loaded);
+
+  // Only hoist_load_into takes destinations.
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  hoist_model_close(model);
+}
+
+// An engine built against hoist 0.1's header passes the smaller struct it knew: accepted, the
+// fields it lacks unset; a struct_size below that is refused.
+TEST(CApiTest, OptionsFromTheFirstVersionAreAccepted) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim";
+  options.struct_size = offsetof(hoist_load_options, tensor_loaded);
+  options.destinations_when_needed = 1;  // past the struct_size: ignored
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK);
+  hoist_loaded_free(loaded);
+  options.struct_size = offsetof(hoist_load_options, progress_user);
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(hoist_last_error(), "struct_size"), nullptr);
+  hoist_model_close(model);
 }
 
 // Every option out of its bounds is refused with HOIST_INVALID_ARGUMENT and a message: none
