@@ -105,6 +105,24 @@ hoist_status hoist_load(hoist_model* model, const hoist_load_options* options, h
  * frees only hoist's bookkeeping. */
 hoist_status hoist_load_into(hoist_model* model, const hoist_load_options* options,
                              hoist_destination_fn destination, void* user, hoist_loaded** out);
+/* Part of a tensor: the tensor seen as rows of row_bytes bytes (which must divide its nbytes),
+ * rows [row_begin, row_end) and bytes [column_begin, column_end) of each. */
+typedef struct hoist_region {
+  size_t tensor; /* index in the model */
+  uint64_t row_bytes;
+  uint64_t row_begin, row_end;
+  uint64_t column_begin, column_end;
+  void* destination; /* the caller's memory on the load's device, the region's rows packed:
+                        (row_end - row_begin) * (column_end - column_begin) bytes */
+} hoist_region;
+
+/* Loads regions (slices) of tensors into the caller's memory: a row range is read as one file
+ * range; a column range reads its rows' file range once into pinned staging and copies only the
+ * columns to the device. hoist_loaded_tensor(loaded, i) is region i's destination. The
+ * options' names, checksum and destinations_when_needed must be unset; hoist_loaded_verify
+ * refuses the result (the caller compares what it asked for). */
+hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
+                                const hoist_region* regions, size_t count, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
 hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uint64_t* xxh3);
 /* Reads every tensor back and compares it with the file: HOIST_VERIFY_MISMATCH if any differ. */

@@ -35,9 +35,7 @@ class _Slice:
 
     def __getitem__(self, index):
         if not self._owner._on_host():
-            # On a GPU: the whole tensor through the engine (read ahead with the tensors after
-            # it), indexed there; the slice is copied out so the whole tensor's memory goes.
-            return self._owner._whole(self._name)[index].clone()
+            return self._owner._region(self._name, index)
         if not isinstance(index, tuple):
             index = (index,)
         if any(i is Ellipsis for i in index) or not index:
@@ -94,6 +92,7 @@ class TensorReader:
                                                 self._model.tensors[n].offset))
         self._position = {n: i for i, n in enumerate(self._by_offset)}
         self._ahead = {}    # read ahead, not yet asked for
+        self._ahead_regions = {}  # (name, r0, r1, c0, c1) -> slice read ahead
         self._taken = set()  # handed out: a batch does not read them again
         self._batch_bytes = _FIRST_BATCH_BYTES
 
@@ -102,6 +101,7 @@ class TensorReader:
 
     def __exit__(self, *exc):
         self._ahead.clear()
+        self._ahead_regions.clear()
         self._taken.clear()
         return False
 
@@ -162,6 +162,59 @@ class TensorReader:
         self._check(name)
         return _Slice(self, name)
 
+    def _region(self, name, index):
+        """Tensor `name` indexed by `index`, on the device: its first two dimensions' ranges
+        read through the engine as a region (rows as one file range; columns staged by rows and
+        only they copied to the device), the rest of the index applied there. Consecutive
+        slices taken the same way are read ahead together, as get_tensor's batches are."""
+        region = _region_of(self._model, name, index, self.Error)
+        if region is None:  # fewer than two dimensions, or an index this cannot cut
+            return self._whole(name)[index].clone()
+        key = (name,) + region[0]
+        self._taken.add(name)
+        if key in self._ahead_regions:
+            self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
+            return _finish(self._ahead_regions.pop(key), region[1])
+        # A miss: this region and the same cut of the tensors after it, in file order.
+        batch = [(name, region[0])]
+        size = _region_bytes(self._model, name, region[0])
+        for other in self._by_offset[self._position[name] + 1:]:
+            if other in self._taken:
+                continue
+            try:
+                guess = _region_of(self._model, other, index, self.Error)
+            except (self.Error, IndexError, TypeError):
+                guess = None
+            if guess is None or (other,) + guess[0] in self._ahead_regions:
+                continue
+            nbytes = _region_bytes(self._model, other, guess[0])
+            if size + nbytes > self._batch_bytes:
+                break
+            batch.append((other, guess[0]))
+            size += nbytes
+        from . import _torch as torch_module, hoist_device, torch_dtype
+        torch = torch_module()
+        hoist_name, torch_device = hoist_device(self._device)
+        tensors, regions = [], []
+        for other, (r0, r1, c0, c1) in batch:
+            shape = self._model.load_shape(other)
+            out = torch.empty([r1 - r0, c1 - c0] + list(shape[2:]),
+                              dtype=torch_dtype(self._model, other), device=torch_device)
+            row_bytes = self._model.tensors[other].nbytes // shape[0]
+            column_bytes = row_bytes // shape[1]
+            regions.append((self._model._indices[other], row_bytes, r0, r1, c0 * column_bytes,
+                            c1 * column_bytes, out.data_ptr()))
+            tensors.append(out)
+        if torch_device.type == "cuda":
+            torch.cuda.current_stream(torch_device).synchronize()
+        try:
+            self._model._native.load_regions(regions, hoist_name)
+        except HoistError as e:
+            raise self.Error(str(e)) from e
+        for (other, cut), out in zip(batch[1:], tensors[1:]):
+            self._ahead_regions[(other,) + cut] = out
+        return _finish(tensors[0], region[1])
+
     def _read_rows(self, name, first, last):
         """Rows [first, last) of the tensor (as loaded: a block-quantized one is uint8
         [rows, bytes_per_row]), read from the file alone, on the device."""
@@ -177,6 +230,54 @@ class TensorReader:
         shape = [last - first] + shape[1:] if info.shape else []
         return _from_bytes(bytearray(data), "U8" if quantized else info.dtype, shape,
                            self._device, self._numpy)
+
+
+def _region_of(model, name, index, error):
+    """((r0, r1, c0, c1), rest): the ranges of the tensor's first two dimensions (in elements)
+    that `index` covers, and what is left to apply to a tensor of those ranges (integers
+    become 0 there); None for a tensor of fewer than two dimensions or an index with an
+    ellipsis or a step. Out-of-range integers raise `error` as safetensors does."""
+    shape = model.load_shape(name)
+    if len(shape) < 2 or 0 in shape:
+        return None
+    if not isinstance(index, tuple):
+        index = (index,)
+    if any(i is Ellipsis or i is None for i in index) or len(index) > len(shape):
+        return None
+    ranges, rest = [], []
+    for dim in range(2):
+        item = index[dim] if dim < len(index) else slice(None)
+        size = shape[dim]
+        if isinstance(item, bool) or not isinstance(item, (int, slice)):
+            return None
+        if isinstance(item, int):
+            at = item + size if item < 0 else item
+            if not 0 <= at < size:
+                raise error(f"index {item} is out of range for dimension {dim} of '{name}', "
+                            f"of size {size}")
+            ranges.append((at, at + 1))
+            rest.append(0)
+        else:
+            start, stop, step = item.indices(size)
+            if step != 1 or stop <= start:
+                return None
+            ranges.append((start, stop))
+            rest.append(slice(None))
+    rest.extend(index[2:])
+    return (ranges[0][0], ranges[0][1], ranges[1][0], ranges[1][1]), tuple(rest)
+
+
+def _region_bytes(model, name, cut):
+    shape = model.load_shape(name)
+    r0, r1, c0, c1 = cut
+    return model.tensors[name].nbytes // shape[0] // shape[1] * (r1 - r0) * (c1 - c0)
+
+
+def _finish(tensor, rest):
+    """A region's tensor with the rest of the index applied, owning its memory."""
+    if all(isinstance(r, slice) and r == slice(None) for r in rest):
+        return tensor
+    return tensor[rest].clone()
 
 
 def _from_bytes(data, dtype, shape, device, as_numpy):

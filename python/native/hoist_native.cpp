@@ -235,6 +235,45 @@ class Model {
     model_.reset(raw, ModelDeleter());
   }
 
+  // Loads regions of tensors, (tensor index, row bytes, first row, end row, first column
+  // byte, end column byte, address), into the given addresses on `device`; returns the report.
+  using RegionTuple =
+      std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uintptr_t>;
+  std::string LoadRegions(const std::vector<RegionTuple>& regions, const std::string& device,
+                          int threads, uint64_t chunk_bytes, uint64_t staging_bytes,
+                          double stall_timeout_s, bool direct_io) {
+    std::vector<hoist_region> parts;
+    parts.reserve(regions.size());
+    for (const auto& [tensor, row_bytes, r0, r1, c0, c1, address] : regions) {
+      parts.push_back({tensor, row_bytes, r0, r1, c0, c1, reinterpret_cast<void*>(address)});
+    }
+    LoadCall call;
+    call.progress = py::none();
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = device.c_str();
+    options.threads = threads;
+    options.chunk_bytes = chunk_bytes;
+    options.staging_bytes = staging_bytes;
+    options.stall_timeout_s = stall_timeout_s;
+    options.direct_io = direct_io ? 1 : 0;
+    options.progress = Progress;  // Ctrl-C
+    options.progress_user = &call;
+    hoist_loaded* raw = nullptr;
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release release;
+      status = hoist_load_regions(model_.get(), &options, parts.data(), parts.size(), &raw);
+    }
+    std::unique_ptr<hoist_loaded, LoadedDeleter> loaded(raw);
+    if (call.python_error) {
+      call.python_error->restore();
+      throw py::error_already_set();
+    }
+    if (status != HOIST_OK) Raise(status);
+    return hoist_loaded_report_json(loaded.get());
+  }
+
   // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
   std::unique_ptr<Stream> StreamTensors(const std::vector<std::string>& names,
                                         const std::string& device, int threads,
@@ -327,6 +366,9 @@ PYBIND11_MODULE(_native, m) {
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
            py::arg("checksum") = false, py::arg("direct_io") = false)
+      .def("load_regions", &Model::LoadRegions, py::arg("regions"), py::arg("device"),
+           py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
+           py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
       .def("stream", &Model::StreamTensors, py::arg("names"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false);

@@ -118,15 +118,39 @@ class SafeOpenTest(unittest.TestCase):
                 s[64]
             self.assertTrue(torch.equal(f.get_slice("scalar")[...], self.tensors["scalar"]))
 
-    def test_get_slice_through_the_engine_on_a_device(self):
-        # "sim" is a device, as a GPU is: slices come from whole tensors read through the engine.
+    def test_get_slice_on_a_device_reads_only_the_region(self):
+        # "sim" is a device, as a GPU is: a slice of two or more dimensions is a region read
+        # through the engine (rows as one range, columns staged by rows); nothing whole is read.
         full = self.tensors["b.weight"]
         with safe_open(self.path, framework="pt", device="sim") as f:
             s = f.get_slice("b.weight")
-            for index in [slice(3, 17), (slice(None), slice(5, 20)), 5, (Ellipsis, 0)]:
+            for index in [slice(3, 17), (slice(None), slice(5, 20)), 5, -1, (slice(10, 12), 3),
+                          (slice(None), slice(-10, None)), (2, slice(4, 9)), slice(60, 100),
+                          (slice(1, 2), slice(47, 48))]:
                 got = s[index]
-                self.assertTrue(torch.equal(got, full[index]), index)
-            self.assertTrue(torch.equal(f.get_tensor("emb"), self.tensors["emb"]))
+                self.assertTrue(same(got, full[index]), index)
+            self.assertEqual(f._ahead, {})
+            with self.assertRaises(SafetensorError):
+                s[64]
+            with self.assertRaises(SafetensorError):
+                s[:, 48]
+            # What a region cannot cut (an ellipsis, a step, one dimension) comes from the whole.
+            self.assertTrue(same(s[..., 0], full[..., 0]))
+            self.assertTrue(same(f.get_slice("a.bias")[3:9], self.tensors["a.bias"][3:9]))
+            self.assertTrue(same(f.get_tensor("emb"), self.tensors["emb"]))
+
+    def test_slices_cut_the_same_way_are_read_ahead_in_file_order(self):
+        with safe_open(self.path, framework="pt", device="sim") as f:
+            matrices = [k for k in f.offset_keys() if len(f.get_slice(k).get_shape()) == 2
+                        and 0 not in f.get_slice(k).get_shape()]
+            self.assertGreaterEqual(len(matrices), 3)
+            first = f.get_slice(matrices[0])[:, :2]
+            self.assertTrue(same(first, self.tensors[matrices[0]][:, :2]))
+            # The same cut of the following matrices came with it, in one load.
+            self.assertEqual(sorted(k[0] for k in f._ahead_regions), sorted(matrices[1:]))
+            for k in reversed(matrices[1:]):
+                self.assertTrue(same(f.get_slice(k)[:, :2], self.tensors[k][:, :2]), k)
+            self.assertEqual(f._ahead_regions, {})
 
     def test_numpy_framework(self):
         with safe_open(self.path, framework="np") as f:

@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "base/platform.h"
 #include "device/checked_device.h"
@@ -25,6 +26,7 @@ struct hoist_loaded {
   hoist_model* model = nullptr;
   std::unique_ptr<hoist::LoadedModel> loaded;
   std::string report_json;
+  bool regions = false;  // its tensors are regions (hoist_load_regions), not the model's
 };
 
 namespace {
@@ -88,8 +90,10 @@ hoist_tensor_info Info(const hoist::TensorEntry& t) {
           t.file,         t.offset,        t.nbytes};
 }
 
+// regions: a load of regions (hoist_load_regions) when not null.
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
-                      hoist_destination_fn destination, void* user, hoist_loaded** out) {
+                      hoist_destination_fn destination, void* user, hoist_loaded** out,
+                      const std::vector<hoist::TensorRegion>* regions = nullptr) {
   if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
   // The fields a caller's struct_size covers; the rest keep their defaults (a caller built
   // against an older header passes a smaller struct).
@@ -147,10 +151,13 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
       return p;
     };
   }
-  auto loaded = hoist::Load(model->dir, std::move(device).value(), lo);
+  auto loaded = regions != nullptr
+                    ? hoist::LoadRegions(model->dir, std::move(device).value(), *regions, lo)
+                    : hoist::Load(model->dir, std::move(device).value(), lo);
   if (!loaded.ok()) return Fail(loaded.status());
   auto result = std::make_unique<hoist_loaded>();
   result->model = model;
+  result->regions = regions != nullptr;
   result->loaded = std::move(loaded).value();
   result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
   *out = result.release();
@@ -224,6 +231,21 @@ hoist_status hoist_load_into(hoist_model* model, const hoist_load_options* optio
   return Guarded([&] { return LoadImpl(model, options, destination, user, out); });
 }
 
+hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
+                                const hoist_region* regions, size_t count, hoist_loaded** out) {
+  if (regions == nullptr && count != 0) return Invalid("regions is NULL but count is not 0");
+  return Guarded([&] {
+    std::vector<hoist::TensorRegion> parts;
+    parts.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const hoist_region& r = regions[i];
+      parts.push_back({r.tensor, r.row_bytes, r.row_begin, r.row_end, r.column_begin, r.column_end,
+                       r.destination});
+    }
+    return LoadImpl(model, options, nullptr, nullptr, out, &parts);
+  });
+}
+
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
   if (loaded == nullptr || index >= loaded->loaded->pointers.size()) return nullptr;
   return loaded->loaded->data(index);
@@ -239,6 +261,7 @@ hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uin
 
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
   if (loaded == nullptr) return Invalid("loaded must not be NULL");
+  if (loaded->regions) return Invalid("a load of regions is checked against its own bytes only");
   return Guarded([&] {
     auto found =
         hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);

@@ -96,6 +96,23 @@ Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyToDeviceAsync(void* dst, 
   return backend_->CopyToDeviceAsync(dst, src, n, queue);
 }
 
+Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                                         uint64_t width,
+                                                                         uint64_t rows,
+                                                                         uint64_t src_pitch,
+                                                                         int queue, bool external) {
+  if (queue < 0 || queue >= backend_->queues()) {
+    return Status::Internal(name_ + ": copy queue " + std::to_string(queue) + " out of range");
+  }
+  if (width == 0 || rows == 0 || src_pitch < width || rows > UINT64_MAX / src_pitch) {
+    return Status::Internal(name_ + ": a copy of " + std::to_string(rows) + " rows of " +
+                            std::to_string(width) + " bytes " + std::to_string(src_pitch) +
+                            " bytes apart is not a copy of rows");
+  }
+  if (!external) HOIST_RETURN_IF_ERROR(CheckRange(dst, width * rows, "copy to device"));
+  return backend_->CopyRowsToDeviceAsync(dst, src, width, rows, src_pitch, queue);
+}
+
 Status CheckedDevice::CopyToHost(void* dst, const void* src, uint64_t n, bool external) {
   if (!external) HOIST_RETURN_IF_ERROR(CheckRange(src, n, "copy from device"));
   return backend_->CopyToHost(dst, src, n);

@@ -42,6 +42,16 @@ class CheckedDevice final : public Device {
   // supplied.
   Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src, uint64_t n,
                                                         int queue, bool external);
+  Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                            uint64_t width, uint64_t rows,
+                                                            uint64_t src_pitch,
+                                                            int queue) override {
+    return CopyRowsToDeviceAsync(dst, src, width, rows, src_pitch, queue, false);
+  }
+  Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                            uint64_t width, uint64_t rows,
+                                                            uint64_t src_pitch, int queue,
+                                                            bool external);
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     return CopyToHost(dst, src, n, false);
   }

@@ -80,6 +80,12 @@ class Device {
   // (0 <= queue < queues()). src must stay untouched until the handle reports completion.
   virtual Result<std::unique_ptr<CopyHandle>> CopyToDeviceAsync(void* dst, const void* src,
                                                                 uint64_t n, int queue) = 0;
+  // The same for `rows` rows of `width` bytes each: row r from src + r * src_pitch (>= width) to
+  // dst + r * width, packed (a column range of a row-major tensor staged whole).
+  virtual Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                                    uint64_t width, uint64_t rows,
+                                                                    uint64_t src_pitch,
+                                                                    int queue) = 0;
   // Copies device memory to host memory and waits for it (used by verify).
   virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
 

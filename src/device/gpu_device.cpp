@@ -163,6 +163,23 @@ class GpuDevice final : public Device {
     return std::unique_ptr<CopyHandle>(new GpuCopyHandle(this, event));
   }
 
+  Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                            uint64_t width, uint64_t rows,
+                                                            uint64_t src_pitch,
+                                                            int queue) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuStream_t stream = streams_[static_cast<size_t>(queue)];
+    gpuError_t err = gpuMemcpy2DAsyncH2D(dst, width, src, src_pitch, width, rows, stream);
+    if (err != gpuSuccess) return GpuStatus(err, name_, "asynchronous copy of rows to device");
+    HOIST_ASSIGN_OR_RETURN(gpuEvent_t event, TakeEvent());
+    err = gpuEventRecord(event, stream);
+    if (err != gpuSuccess) {
+      ReturnEvent(event);
+      return GpuStatus(err, name_, "recording a copy's event");
+    }
+    return std::unique_ptr<CopyHandle>(new GpuCopyHandle(this, event));
+  }
+
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     HOIST_RETURN_IF_ERROR(Bind());
     gpuError_t err = gpuMemcpyD2H(dst, src, n);

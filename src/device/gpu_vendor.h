@@ -27,6 +27,8 @@ inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
 #define gpuEventRecord hipEventRecord
 #define gpuEventQuery hipEventQuery
 #define gpuMemcpyAsyncH2D(dst, src, n, s) hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, s)
+#define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
+  hipMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, hipMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
@@ -55,6 +57,8 @@ inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
 #define gpuEventRecord cudaEventRecord
 #define gpuEventQuery cudaEventQuery
 #define gpuMemcpyAsyncH2D(dst, src, n, s) cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s)
+#define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
+  cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer

@@ -53,6 +53,19 @@ class HostDevice final : public Device {
     });
   }
 
+  Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                            uint64_t width, uint64_t rows,
+                                                            uint64_t src_pitch,
+                                                            int /*queue*/) override {
+    return engine_.Submit([dst, src, width, rows, src_pitch] {
+      for (uint64_t r = 0; r < rows; ++r) {
+        std::memcpy(static_cast<unsigned char*>(dst) + r * width,
+                    static_cast<const unsigned char*>(src) + r * src_pitch, width);
+      }
+      return JobResult{};
+    });
+  }
+
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     std::memcpy(dst, src, n);
     return Status::Ok();

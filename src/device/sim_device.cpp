@@ -101,7 +101,17 @@ class SimDevice final : public Device {
                                                         int /*queue*/) override {
     const bool pinned = IsPinned(src, n);
     return engine_.Submit(
-        [this, dst, src, n, pinned]() -> JobResult { return Transfer(dst, src, n, pinned); });
+        [this, dst, src, n, pinned]() -> JobResult { return Transfer(dst, src, n, 1, n, pinned); });
+  }
+
+  Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
+                                                            uint64_t width, uint64_t rows,
+                                                            uint64_t src_pitch,
+                                                            int /*queue*/) override {
+    const bool pinned = IsPinned(src, (rows - 1) * src_pitch + width);
+    return engine_.Submit([this, dst, src, width, rows, src_pitch, pinned]() -> JobResult {
+      return Transfer(dst, src, width, rows, src_pitch, pinned);
+    });
   }
 
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
@@ -130,7 +140,11 @@ class SimDevice final : public Device {
     return p >= it->first && p + n <= it->first + it->second;
   }
 
-  JobResult Transfer(void* dst, const void* src, uint64_t n, bool pinned) {
+  // rows rows of width bytes, src_pitch apart in src, packed in dst; the link carries
+  // n = width * rows bytes.
+  JobResult Transfer(void* dst, const void* src, uint64_t width, uint64_t rows, uint64_t src_pitch,
+                     bool pinned) {
+    const uint64_t n = width * rows;
     uint64_t before = 0;
     Clock::time_point done;
     {
@@ -153,7 +167,10 @@ class SimDevice final : public Device {
       link_free_ = start + std::chrono::duration_cast<Clock::duration>(duration);
       done = link_free_;
     }
-    std::memcpy(dst, src, n);
+    for (uint64_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<unsigned char*>(dst) + r * width,
+                  static_cast<const unsigned char*>(src) + r * src_pitch, width);
+    }
     if (options_.corrupt_at >= before && options_.corrupt_at < before + n) {
       static_cast<unsigned char*>(dst)[options_.corrupt_at - before] ^= 0xFF;
     }

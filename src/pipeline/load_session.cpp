@@ -245,11 +245,15 @@ Status LoadSession::Prepare() {
   if (options_.destinations_when_needed && !options_.destination) {
     return Status::InvalidArgument("destinations when needed need a destination callback");
   }
+  if (options_.checksum && !options_.strides.empty()) {
+    return Status::InvalidArgument("checksums are of whole tensors; a load by rows has none");
+  }
   job_->dir = &dir_;
   HOIST_RETURN_IF_ERROR(SelectTensors());
   if (devices_.size() > 1 || !options_.placement.empty()) model.placement = options_.placement;
   Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
   HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));
+  layout_.strides = options_.strides;
   double plan_s = Seconds(start_);
 
   const Clock::time_point allocate_start = Clock::now();

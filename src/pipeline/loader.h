@@ -16,6 +16,7 @@
 #include "device/checked_device.h"
 #include "format/tensor_directory.h"
 #include "io/file.h"
+#include "plan/load_plan.h"
 
 namespace hoist {
 
@@ -66,6 +67,9 @@ struct LoadOptions {
   // directory tensor `index` is on its device; a reported tensor stays landed even if the load
   // fails later. Keep it short: the reader waits for it.
   std::function<void(size_t index)> tensor_loaded;
+  // Tensors read by rows (column slices; LoadRegions sets it), per directory tensor; empty:
+  // none. Not with checksum.
+  std::vector<RowStride> strides;
 };
 
 struct PhaseSeconds {
@@ -143,6 +147,28 @@ Result<std::unique_ptr<LoadedModel>> Load(
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
                                           const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options);
+
+// Part of a tensor seen as rows of row_bytes (its nbytes a whole number of them): rows
+// [row_begin, row_end), bytes [column_begin, column_end) of each, packed at `destination`, the
+// caller's memory on the device ((row_end - row_begin) * (column_end - column_begin) bytes).
+// Row slices are one file range; column slices read their rows' range once into staging and
+// copy only the columns to the device.
+struct TensorRegion {
+  size_t tensor = 0;  // index into the directory
+  uint64_t row_bytes = 0;
+  uint64_t row_begin = 0;
+  uint64_t row_end = 0;
+  uint64_t column_begin = 0;
+  uint64_t column_end = 0;
+  void* destination = nullptr;
+};
+
+// Loads regions of tensors into the caller's memory on one device; the result's tensor i is
+// region i. options.names, destination, strides and checksum must be unset.
+Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,
+                                                 const std::shared_ptr<CheckedDevice>& device,
+                                                 const std::vector<TensorRegion>& regions,
+                                                 const LoadOptions& options);
 
 struct Mismatch {
   std::string tensor;

@@ -153,6 +153,25 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
           continue;
         }
         if (started != nullptr) (*started)[k] = true;
+        if (s.rows > 0) {  // rows of a column slice: as many per copy as max_copy spans
+          const RowStride& stride = job.plan.strides[s.tensor];
+          const uint64_t per_copy =
+              max_copy <= stride.width ? 1 : (max_copy - stride.width) / stride.pitch + 1;
+          for (uint64_t r = 0; r < s.rows && !job.stop.load(); r += per_copy) {
+            const uint64_t n = std::min(per_copy, s.rows - r);
+            auto copy =
+                device.CopyRowsToDeviceAsync(dest + s.tensor_offset + r * stride.width,
+                                             data.value() + s.chunk_offset + r * stride.pitch,
+                                             stride.width, n, stride.pitch, queue, job.external);
+            if (!copy.ok()) {
+              job.Fail(
+                  copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
+            } else {
+              entry->copies.push_back(std::move(copy).value());
+            }
+          }
+          continue;
+        }
         for (uint64_t off = 0; off < s.length && !job.stop.load(); off += max_copy) {
           const uint64_t n = std::min(max_copy, s.length - off);
           auto copy =

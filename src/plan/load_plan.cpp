@@ -27,6 +27,36 @@ Status CheckPlacement(const TensorDirectory& dir, const Placement& placement) {
   return Status::Ok();
 }
 
+// Chunks for tensor t read by rows: as many whole rows as a chunk holds, each chunk from a
+// row's first byte to the last row's last column; rows wider than a chunk are read in pieces
+// of one row, their columns only.
+void PlanRows(const TensorEntry& t, uint32_t index, uint32_t device, const RowStride& s,
+              uint64_t chunk_bytes, LoadPlan& plan) {
+  const uint64_t rows = t.nbytes / s.width;
+  if (s.width > chunk_bytes) {
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t at = 0; at < s.width; at += chunk_bytes) {
+        const uint64_t n = std::min(chunk_bytes, s.width - at);
+        plan.chunks.push_back(
+            {device, t.file, t.offset + r * s.pitch + at, n, {{index, 0, r * s.width + at, n, 0}}});
+        plan.read_bytes += n;
+      }
+    }
+    return;
+  }
+  const uint64_t per_chunk = (chunk_bytes - s.width) / s.pitch + 1;
+  for (uint64_t r = 0; r < rows; r += per_chunk) {
+    const uint64_t n = std::min(per_chunk, rows - r);
+    const uint64_t length = (n - 1) * s.pitch + s.width;
+    plan.chunks.push_back({device,
+                           t.file,
+                           t.offset + r * s.pitch,
+                           length,
+                           {{index, 0, r * s.width, n * s.width, n}}});
+    plan.read_bytes += length;
+  }
+}
+
 }  // namespace
 
 Result<DeviceLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
@@ -66,8 +96,19 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
   LoadPlan plan;
   static_cast<DeviceLayout&>(plan) = layout;
 
+  auto strided = [&](uint32_t i) { return !plan.strides.empty() && plan.strides[i].width != 0; };
+  for (uint32_t i : plan.tensors) {
+    if (!strided(i)) continue;
+    const RowStride& s = plan.strides[i];
+    if (s.pitch <= s.width || dir.tensors[i].nbytes % s.width != 0) {
+      return Status::InvalidArgument("tensor '" + dir.tensors[i].name + "': rows of " +
+                                     std::to_string(s.width) + " bytes " + std::to_string(s.pitch) +
+                                     " bytes apart do not make " +
+                                     std::to_string(dir.tensors[i].nbytes) + " bytes");
+    }
+  }
   // Extents: runs of tensors bound for one device, in one file, whose ranges touch or nearly
-  // touch.
+  // touch; a tensor read by rows is an extent of its own.
   std::vector<uint32_t> order;
   for (uint32_t i : plan.tensors) {
     if (dir.tensors[i].nbytes > 0) order.push_back(i);
@@ -81,12 +122,18 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
   plan.first_chunk.assign(plan.allocation_bytes.size() + 1, 0);
   size_t i = 0;
   while (i < order.size()) {
+    if (strided(order[i])) {
+      PlanRows(dir.tensors[order[i]], order[i], plan.device_of[order[i]], plan.strides[order[i]],
+               chunk_bytes, plan);
+      ++i;
+      continue;
+    }
     const uint32_t device = plan.device_of[order[i]];
     const uint32_t file = dir.tensors[order[i]].file;
     const uint64_t begin = dir.tensors[order[i]].offset;
     uint64_t end = begin + dir.tensors[order[i]].nbytes;
     size_t j = i + 1;
-    while (j < order.size() && plan.device_of[order[j]] == device &&
+    while (j < order.size() && !strided(order[j]) && plan.device_of[order[j]] == device &&
            dir.tensors[order[j]].file == file &&
            dir.tensors[order[j]].offset <= end + kCoalesceGap) {
       end = std::max(end, dir.tensors[order[j]].offset + dir.tensors[order[j]].nbytes);

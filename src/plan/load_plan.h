@@ -20,8 +20,20 @@ inline constexpr uint64_t kCoalesceGap = 4096;
 struct Segment {
   uint32_t tensor = 0;         // index into TensorDirectory::tensors
   uint64_t chunk_offset = 0;   // where the segment starts inside the chunk
-  uint64_t tensor_offset = 0;  // where it starts inside the tensor
-  uint64_t length = 0;
+  uint64_t tensor_offset = 0;  // where it starts inside the tensor (on the device)
+  uint64_t length = 0;         // bytes it puts on the device
+  // Nonzero for a tensor read by rows (RowStride): the segment is `rows` rows of the stride's
+  // width, its pitch apart in the chunk, and length is rows * width.
+  uint64_t rows = 0;
+};
+
+// A tensor whose device bytes are a column range of rows in the file: from its offset, rows of
+// `width` bytes, `pitch` (> width) bytes apart, packed on the device (its nbytes is a whole
+// number of rows). What a column slice is: its file range is read whole, once, into staging,
+// and only the columns cross to the device.
+struct RowStride {
+  uint64_t width = 0;
+  uint64_t pitch = 0;
 };
 
 // One read: a file range that lands in one staging buffer and goes to one device.
@@ -48,6 +60,8 @@ struct DeviceLayout {
   std::vector<uint64_t> device_tensor_bytes;  // per device: the loaded tensors' bytes
   uint64_t tensor_bytes = 0;                  // sum of the loaded tensors' sizes
   uint64_t largest_tensor = 0;
+  // Per directory tensor, for tensors read by rows (width 0: contiguous); empty: none is.
+  std::vector<RowStride> strides;
 };
 
 // The layout and the reads that fill it.

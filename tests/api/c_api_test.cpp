@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -146,6 +147,45 @@ TEST(CApiTest, DestinationsWhenNeededAndTensorsReportedAsTheyLand) {
 
   // Only hoist_load_into takes destinations.
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  hoist_model_close(model);
+}
+
+// Slices through the C API: rows [1, 3) and the second half of the columns of every row of a
+// corpus tensor, compared with the file's bytes; verify refuses a load of regions.
+TEST(CApiTest, RegionsOfATensorLoadAsAskedAndVerifyRefusesThem) {
+  const std::string path = Corpus("gguf/dummy-10-tensors.gguf");
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK);
+  hoist_tensor_info t{};
+  ASSERT_EQ(hoist_model_tensor(model, 0, &t), HOIST_OK);
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(t.offset));
+  std::vector<unsigned char> whole(t.nbytes);
+  in.read(reinterpret_cast<char*>(whole.data()), static_cast<std::streamsize>(t.nbytes));
+  const uint64_t row = t.nbytes / t.shape[0];
+  std::vector<unsigned char> rows(2 * row), right(t.shape[0] * (row / 2));
+  const hoist_region regions[] = {{0, row, 1, 3, 0, row, rows.data()},
+                                  {0, row, 0, t.shape[0], row / 2, row, right.data()}};
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host";
+  options.chunk_bytes = 4096;
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load_regions(model, &options, regions, 2, &loaded), HOIST_OK)
+      << hoist_last_error();
+  EXPECT_EQ(hoist_loaded_tensor(loaded, 1), right.data());
+  EXPECT_TRUE(std::equal(rows.begin(), rows.end(), whole.begin() + static_cast<long>(row)));
+  for (uint64_t r = 0; r < t.shape[0]; ++r) {
+    EXPECT_TRUE(std::equal(right.begin() + static_cast<long>(r * (row / 2)),
+                           right.begin() + static_cast<long>((r + 1) * (row / 2)),
+                           whole.begin() + static_cast<long>(r * row + row / 2)))
+        << "row " << r;
+  }
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_INVALID_ARGUMENT);
+  hoist_loaded_free(loaded);
+  const hoist_region outside = {0, row, 0, t.shape[0] + 1, 0, row, rows.data()};
+  EXPECT_EQ(hoist_load_regions(model, &options, &outside, 1, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(hoist_last_error(), "are not a range of its"), nullptr);
   hoist_model_close(model);
 }
 
