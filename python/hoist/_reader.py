@@ -11,6 +11,10 @@ _FRAMEWORKS = ("pt", "torch", "np", "numpy")
 # keeps what is read ahead (and not yet asked for) small.
 _FIRST_BATCH_BYTES = 64 << 20
 _LARGEST_BATCH_BYTES = 2 << 30
+# Slices cut the same way are read ahead from this size on: a caller that slices one tensor
+# slices the others alike (a rank's part of every weight), and loads below this spend a
+# tenth or more of their time starting and finishing (run 37, docs/PYTHON.md).
+_FIRST_REGION_BATCH_BYTES = 512 << 20
 
 
 def _torch():
@@ -95,6 +99,7 @@ class TensorReader:
         self._ahead_regions = {}  # (name, r0, r1, c0, c1) -> slice read ahead
         self._taken = set()  # handed out: a batch does not read them again
         self._batch_bytes = _FIRST_BATCH_BYTES
+        self._region_batch_bytes = _FIRST_REGION_BATCH_BYTES
 
     def __enter__(self):
         return self
@@ -173,7 +178,7 @@ class TensorReader:
         key = (name,) + region[0]
         self._taken.add(name)
         if key in self._ahead_regions:
-            self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
+            self._region_batch_bytes = min(2 * self._region_batch_bytes, _LARGEST_BATCH_BYTES)
             return _finish(self._ahead_regions.pop(key), region[1])
         # A miss: this region and the same cut of the tensors after it, in file order.
         batch = [(name, region[0])]
@@ -181,16 +186,19 @@ class TensorReader:
         for other in self._by_offset[self._position[name] + 1:]:
             if other in self._taken:
                 continue
-            try:
-                guess = _region_of(self._model, other, index, self.Error)
-            except (self.Error, IndexError, TypeError):
-                guess = None
-            if guess is None or (other,) + guess[0] in self._ahead_regions:
+            guess = _like(self._model, name, region[0], other)
+            if guess is None:
+                try:
+                    found = _region_of(self._model, other, index, self.Error)
+                except (self.Error, IndexError, TypeError):
+                    found = None
+                guess = found[0] if found is not None else None
+            if guess is None or (other,) + guess in self._ahead_regions:
                 continue
-            nbytes = _region_bytes(self._model, other, guess[0])
-            if size + nbytes > self._batch_bytes:
+            nbytes = _region_bytes(self._model, other, guess)
+            if size + nbytes > self._region_batch_bytes:
                 break
-            batch.append((other, guess[0]))
+            batch.append((other, guess))
             size += nbytes
         from . import _torch as torch_module, hoist_device, torch_dtype
         torch = torch_module()
@@ -265,6 +273,22 @@ def _region_of(model, name, index, error):
             rest.append(slice(None))
     rest.extend(index[2:])
     return (ranges[0][0], ranges[0][1], ranges[1][0], ranges[1][1]), tuple(rest)
+
+
+def _like(model, name, cut, other):
+    """The cut of tensor `other` in the same proportion as `cut` of `name` ([:, :half] of
+    every tensor, or rank r's 1/N of each, as a framework narrows them for its rank), or None
+    where the proportion does not fall on whole elements."""
+    shape, other_shape = model.load_shape(name), model.load_shape(other)
+    if len(other_shape) < 2 or 0 in other_shape:
+        return None
+    out = []
+    for (start, stop), size, other_size in zip(((cut[0], cut[1]), (cut[2], cut[3])), shape[:2],
+                                                other_shape[:2]):
+        if (start * other_size) % size or (stop * other_size) % size:
+            return None
+        out += [start * other_size // size, stop * other_size // size]
+    return tuple(out) if out[0] < out[1] and out[2] < out[3] else None
 
 
 def _region_bytes(model, name, cut):

@@ -74,6 +74,8 @@ class LoadSession {
   Status SelectTensors();
   Status OpenFiles();
   Status CreateLanes();
+  // Whether the file bytes read exceed the bytes copied by more than a quarter (column slices).
+  bool ReadsMoreThanItCopies() const;
   Status AllocateDestinations();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
@@ -135,12 +137,27 @@ Status LoadSession::OpenFiles() {
 
 // Each device with bytes to load gets its share of the readers and of the staging budget, and
 // its pool is built before planning, so the chunks are cut to the buffers the pools hold.
+bool LoadSession::ReadsMoreThanItCopies() const {
+  if (layout_.strides.empty()) return false;
+  uint64_t read = 0;
+  for (uint32_t i : layout_.tensors) {
+    const RowStride& s = layout_.strides[i];
+    const uint64_t n = dir_.tensors[i].nbytes;
+    read += s.width == 0 || n == 0 ? n : (n / s.width - 1) * s.pitch + s.width;
+  }
+  return read > layout_.tensor_bytes + layout_.tensor_bytes / 4;
+}
+
 Status LoadSession::CreateLanes() {
   const auto loaded_devices = static_cast<int>(std::count_if(layout_.device_tensor_bytes.begin(),
                                                              layout_.device_tensor_bytes.end(),
                                                              [](uint64_t b) { return b > 0; }));
-  const int threads =
-      options_.threads > 0 ? options_.threads : DefaultReaderThreads(loaded_devices);
+  int threads = options_.threads > 0 ? options_.threads : DefaultReaderThreads(loaded_devices);
+  if (options_.threads == 0 && ReadsMoreThanItCopies()) {
+    // Column slices read whole rows and copy only their columns: the page cache, not the
+    // link, bounds them, and every core reads (docs/PERFORMANCE.md, "Why the defaults").
+    threads = std::max(threads, CpuCount());
+  }
   uint64_t chunk_bytes = options_.chunk_bytes != 0 ? options_.chunk_bytes : kDefaultChunkBytes;
   const uint64_t staging_bytes = options_.staging_bytes != 0
                                      ? options_.staging_bytes
