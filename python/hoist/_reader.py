@@ -100,11 +100,20 @@ class TensorReader:
         self._taken = set()  # handed out: a batch does not read them again
         self._batch_bytes = _FIRST_BATCH_BYTES
         self._region_batch_bytes = _FIRST_REGION_BATCH_BYTES
+        self._pattern = None  # the last request's cut: (name, cut, index), or None (whole)
+        self._frontier = 0    # file position up to which batches were planned
+        self._pending = None  # (future, keys, store) of the batch read in the background
+        self._pool = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        if self._pending is not None:
+            self._settle(required=False)
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
         self._ahead.clear()
         self._ahead_regions.clear()
         self._taken.clear()
@@ -138,90 +147,161 @@ class TensorReader:
     def _on_host(self):
         return self._numpy or str(self._device) == "cpu"
 
-    def _whole(self, name):
-        """Tensor `name`, from what was read ahead or in a new batch from it on."""
-        self._taken.add(name)
-        if name in self._ahead:
-            self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
-            return self._ahead.pop(name)
-        # A miss: read a batch from this tensor on, in file order, skipping what is read ahead
-        # or was handed out already.
-        batch, size = [name], self._model.tensors[name].nbytes
-        for other in self._by_offset[self._position[name] + 1:]:
-            if other in self._ahead or other in self._taken:
-                continue
-            nbytes = self._model.tensors[other].nbytes
-            if size + nbytes > self._batch_bytes:
-                break
-            batch.append(other)
-            size += nbytes
-        try:
-            loaded = _hoist_load_file(self._model, device=self._device, names=batch)
-        except HoistError as e:
-            raise self.Error(str(e)) from e
-        result = loaded.pop(name)
-        self._ahead.update(loaded)
-        return result
-
     def get_slice(self, name):
         self._check(name)
         return _Slice(self, name)
 
+    # Read-ahead. A key is a tensor's name (the whole tensor) or (name, r0, r1, c0, c1) (a
+    # region of it); what was read and not yet asked for waits in _ahead / _ahead_regions. A hit
+    # doubles the next batch (to 2 GiB); on a device, once what waits falls below half a batch,
+    # the next batch in file order is read on a background thread while the caller takes what
+    # waits, so no load starts and ends with the link idle. At most two batches are held.
+
+    def _whole(self, name):
+        """Tensor `name`, from what was read ahead or in a new batch from it on."""
+        self._taken.add(name)
+        self._pattern = None
+        hit = self._take(self._ahead, name)
+        if hit is not None:
+            self._batch_bytes = min(2 * self._batch_bytes, _LARGEST_BATCH_BYTES)
+            self._prefetch()
+            return hit
+        # A miss: read a batch from this tensor on, in file order, skipping what is read ahead
+        # or was handed out already.
+        batch, end = self._next_batch(self._position[name] + 1,
+                                      self._batch_bytes - self._model.tensors[name].nbytes)
+        result = self._load([(name, None)] + batch)
+        self._frontier = max(self._frontier, end)
+        tensor = result.pop(name)
+        self._ahead.update(result)
+        self._prefetch()
+        return tensor
+
     def _region(self, name, index):
         """Tensor `name` indexed by `index`, on the device: its first two dimensions' ranges
         read through the engine as a region (rows as one file range; columns staged by rows and
-        only they copied to the device), the rest of the index applied there. Consecutive
-        slices taken the same way are read ahead together, as get_tensor's batches are."""
+        only they copied to the device), the rest of the index applied there. The same cut of
+        the following tensors (in proportion, else as asked) is read ahead with it."""
         region = _region_of(self._model, name, index, self.Error)
         if region is None:  # fewer than two dimensions, or an index this cannot cut
             return self._whole(name)[index].clone()
         key = (name,) + region[0]
         self._taken.add(name)
-        if key in self._ahead_regions:
+        self._pattern = (name, region[0], index)
+        hit = self._take(self._ahead_regions, key)
+        if hit is not None:
             self._region_batch_bytes = min(2 * self._region_batch_bytes, _LARGEST_BATCH_BYTES)
-            return _finish(self._ahead_regions.pop(key), region[1])
-        # A miss: this region and the same cut of the tensors after it, in file order.
-        batch = [(name, region[0])]
-        size = _region_bytes(self._model, name, region[0])
-        for other in self._by_offset[self._position[name] + 1:]:
-            if other in self._taken:
+            self._prefetch()
+            return _finish(hit, region[1])
+        batch, end = self._next_batch(
+            self._position[name] + 1,
+            self._region_batch_bytes - _region_bytes(self._model, name, region[0]))
+        result = self._load([(name, region[0])] + batch)
+        self._frontier = max(self._frontier, end)
+        tensor = result.pop(key)
+        self._ahead_regions.update(result)
+        self._prefetch()
+        return _finish(tensor, region[1])
+
+    def _take(self, store, key):
+        """The tensor under key from what waits, or from the batch being read (waiting for it);
+        None when neither has it. A batch being read that does not have it is settled first, so
+        that the caller's own load does not run beside it."""
+        if key not in store and self._pending is not None:
+            self._settle(required=key in self._pending[1])
+        return store.pop(key, None)
+
+    def _settle(self, required):
+        future, _keys, store = self._pending
+        self._pending = None
+        try:
+            store.update(future.result())
+        except self.Error:
+            if required:  # the tensor asked for was in it: its error is the caller's
+                raise
+
+    def _next_batch(self, start, budget, at_least_one=False):
+        """[(name, cut)] following file position `start` that are not taken or waiting, cut as
+        the last request was (whole tensors, or regions in its proportion), up to budget bytes
+        (and one, whatever its size, when at_least_one); and the position after the last one
+        considered."""
+        batch, size, at = [], 0, start
+        for at in range(start, len(self._by_offset)):
+            other = self._by_offset[at]
+            if other in self._taken or other in self._ahead:
                 continue
-            guess = _like(self._model, name, region[0], other)
-            if guess is None:
-                try:
-                    found = _region_of(self._model, other, index, self.Error)
-                except (self.Error, IndexError, TypeError):
-                    found = None
-                guess = found[0] if found is not None else None
-            if guess is None or (other,) + guess in self._ahead_regions:
-                continue
-            nbytes = _region_bytes(self._model, other, guess)
-            if size + nbytes > self._region_batch_bytes:
-                break
-            batch.append((other, guess))
+            if self._pattern is None:
+                cut, nbytes = None, self._model.tensors[other].nbytes
+            else:
+                cut = self._guess(other)
+                if cut is None or (other,) + cut in self._ahead_regions:
+                    continue
+                nbytes = _region_bytes(self._model, other, cut)
+            if size + nbytes > budget and (batch or not at_least_one):
+                return batch, at
+            batch.append((other, cut))
             size += nbytes
+        return batch, len(self._by_offset)
+
+    def _guess(self, other):
+        name, cut, index = self._pattern
+        guess = _like(self._model, name, cut, other)
+        if guess is None:
+            try:
+                found = _region_of(self._model, other, index, self.Error)
+            except (self.Error, IndexError, TypeError):
+                found = None
+            guess = found[0] if found is not None else None
+        return guess
+
+    def _prefetch(self):
+        if self._pending is not None or self._on_host():
+            return
+        regions = self._pattern is not None
+        store = self._ahead_regions if regions else self._ahead
+        budget = self._region_batch_bytes if regions else self._batch_bytes
+        waiting = sum(t.numel() * t.element_size() for t in store.values())
+        if waiting > budget // 2:
+            return
+        batch, end = self._next_batch(self._frontier, budget, at_least_one=True)
+        if not batch:
+            return
+        self._frontier = end
+        if self._pool is None:
+            import concurrent.futures
+            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                               thread_name_prefix="hoist-ahead")
+        keys = {n if cut is None else (n,) + cut for n, cut in batch}
+        self._pending = (self._pool.submit(self._load, batch), keys, store)
+
+    def _load(self, batch):
+        """{key: tensor} for [(name, cut)] (all whole or all regions), in one load."""
+        if batch[0][1] is None:
+            try:
+                return _hoist_load_file(self._model, device=self._device,
+                                        names=[n for n, _ in batch])
+            except HoistError as e:
+                raise self.Error(str(e)) from e
         from . import _torch as torch_module, hoist_device, torch_dtype
         torch = torch_module()
         hoist_name, torch_device = hoist_device(self._device)
-        tensors, regions = [], []
+        out, regions = {}, []
         for other, (r0, r1, c0, c1) in batch:
             shape = self._model.load_shape(other)
-            out = torch.empty([r1 - r0, c1 - c0] + list(shape[2:]),
-                              dtype=torch_dtype(self._model, other), device=torch_device)
+            tensor = torch.empty([r1 - r0, c1 - c0] + list(shape[2:]),
+                                 dtype=torch_dtype(self._model, other), device=torch_device)
             row_bytes = self._model.tensors[other].nbytes // shape[0]
             column_bytes = row_bytes // shape[1]
             regions.append((self._model._indices[other], row_bytes, r0, r1, c0 * column_bytes,
-                            c1 * column_bytes, out.data_ptr()))
-            tensors.append(out)
+                            c1 * column_bytes, tensor.data_ptr()))
+            out[(other, r0, r1, c0, c1)] = tensor
         if torch_device.type == "cuda":
             torch.cuda.current_stream(torch_device).synchronize()
         try:
             self._model._native.load_regions(regions, hoist_name)
         except HoistError as e:
             raise self.Error(str(e)) from e
-        for (other, cut), out in zip(batch[1:], tensors[1:]):
-            self._ahead_regions[(other,) + cut] = out
-        return _finish(tensors[0], region[1])
+        return out
 
     def _read_rows(self, name, first, last):
         """Rows [first, last) of the tensor (as loaded: a block-quantized one is uint8

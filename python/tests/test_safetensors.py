@@ -8,7 +8,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import unittest
+from unittest import mock
 
 import torch
 
@@ -157,6 +159,33 @@ class SafeOpenTest(unittest.TestCase):
             self.assertEqual(f._ahead_regions, {})
             # A cut that is no proportion of the others is read as asked, and is right.
             self.assertTrue(same(f.get_slice("w1")[1:3, 1:2], weights["w1"][1:3, 1:2]))
+
+    def test_batches_are_read_ahead_in_the_background_on_a_device(self):
+        # Small batches, so that a file of a few KiB takes many: every tensor and slice comes
+        # back right, and some batches were read on the background thread while the caller took
+        # the ones before.
+        g = torch.Generator().manual_seed(9)
+        weights = {f"w{i:02d}": torch.randn(8, 16, generator=g) for i in range(24)}
+        path = os.path.join(self.tmp.name, "many.safetensors")
+        save_file(weights, path)
+        with mock.patch.multiple("hoist._reader", _FIRST_BATCH_BYTES=1024,
+                                 _FIRST_REGION_BATCH_BYTES=512, _LARGEST_BATCH_BYTES=2048):
+            for cut in (None, (slice(None), slice(0, 8))):
+                threads = []
+                with safe_open(path, framework="pt", device="sim") as f:
+                    load = f._load
+
+                    def watched(batch):
+                        threads.append(threading.current_thread().name)
+                        return load(batch)
+
+                    f._load = watched
+                    for k in f.keys():
+                        got = f.get_tensor(k) if cut is None else f.get_slice(k)[cut]
+                        want = weights[k] if cut is None else weights[k][cut]
+                        self.assertTrue(same(got, want), (k, cut))
+                self.assertGreater(len(threads), 3, cut)
+                self.assertTrue(any(t.startswith("hoist-ahead") for t in threads), threads)
 
     def test_numpy_framework(self):
         with safe_open(self.path, framework="np") as f:
