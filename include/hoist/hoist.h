@@ -85,6 +85,16 @@ typedef struct hoist_load_options {
    * deadlock the load; time spent in it is not a stall. It must return soon after the load is
    * cancelled (NULL fails the load). Never called for zero-byte tensors. */
   int destinations_when_needed;
+  /* Several devices: `device` names them joined by commas ("cuda:0,cuda:1"). Each tensor goes
+   * to the device placement[i] names (an index into that list; placement_count must be the
+   * model's tensor count), or, without a placement, consecutive layers go to each device in
+   * proportion to split_shares (one positive share per device) or to its free memory; a device
+   * that would get more than it has free is refused (HOIST_DEVICE_ERROR) before anything is
+   * read. hoist_model_place says where each tensor would go. */
+  const uint32_t* placement;
+  size_t placement_count;
+  const double* split_shares;
+  size_t split_share_count;
 } hoist_load_options;
 
 void hoist_load_options_init(hoist_load_options* options);
@@ -97,6 +107,11 @@ const char* hoist_model_metadata_json(
 size_t hoist_model_tensor_count(const hoist_model* model);
 hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_tensor_info* out);
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index);
+/* Where a load with these options would put each tensor: device_of[i] is an index into the
+ * options' device list (count: the model's tensor count). Opens the devices to read their free
+ * memory; allocates nothing. */
+hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* options,
+                               uint32_t* device_of, size_t count);
 
 /* Loads into device memory that hoist allocates (one block) and frees in hoist_loaded_free.
  * The model must outlive the result. */
@@ -124,6 +139,9 @@ typedef struct hoist_region {
 hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
                                 const hoist_region* regions, size_t count, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
+/* The index, in the options' device list, of the device that holds tensor `index`; -1 if it
+ * was not loaded. */
+int hoist_loaded_tensor_device(const hoist_loaded* loaded, size_t index);
 hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uint64_t* xxh3);
 /* Reads every tensor back and compares it with the file: HOIST_VERIFY_MISMATCH if any differ. */
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches);

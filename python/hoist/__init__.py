@@ -19,7 +19,7 @@ from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError
                       UnavailableError)
 from ._progress import ProgressBar
 
-__all__ = ["open", "load_file", "iter_tensors", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
+__all__ = ["open", "load_file", "placement", "iter_tensors", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
            "StalledError", "DeviceError", "CancelledError", "NotFoundError", "TensorNotFoundError",
            "UnavailableError", "ModelChangedError"]
 __version__ = "0.1.0"
@@ -201,9 +201,10 @@ def _mib_bytes(options, key):
     return int(round(value * (1 << 20)))
 
 
-def fill(model, destinations, device, progress=None, **options):
+def fill(model, destinations, device, progress=None, placement=None, **options):
     """Copies tensors into memory that the caller owns. `destinations`: [(name, address)],
-    each with room for the tensor's nbytes on `device` (hoist's name). Returns the report."""
+    each with room for the tensor's nbytes on `device` (hoist's name; several joined by commas,
+    with `placement`, per tensor index, saying which). Returns the report."""
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
@@ -216,16 +217,23 @@ def fill(model, destinations, device, progress=None, **options):
             staging_bytes=_mib_bytes(options, "staging_mib"),
             stall_timeout_s=float(options.get("stall_timeout", 0.0)),
             checksum=bool(options.get("checksum", False)),
-            direct_io=bool(options.get("direct_io", False)))
+            direct_io=bool(options.get("direct_io", False)),
+            placement=list(placement or []))
     finally:
         if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()
 
 
-def load_file(path, device="cpu", names=None, progress=None, **options):
+def load_file(path, device="cpu", names=None, progress=None, split="layer", tensor_split=None,
+              **options):
     """Loads a model's tensors: {name: torch.Tensor} (numpy arrays without torch) on `device`,
     with the keys, dtypes, shapes and values `safetensors.torch.load_file` gives. Block-
     quantized GGUF tensors come back as uint8 [rows, bytes_per_row].
+
+    device may be a list (["cuda:0", "cuda:1"]): the model is placed across them in one load,
+    split="layer" (consecutive layers per device, embeddings with the first, the head with the
+    last) in proportion to tensor_split (one share per device) or to their free memory; each
+    tensor comes back on its device. hoist.placement(path, devices) says where each would go.
 
     names: the tensors to load (default all). progress: True for a bar on a terminal, or a
     callable(done_bytes, total_bytes) that returns False to cancel (CancelledError).
@@ -241,21 +249,32 @@ def load_file(path, device="cpu", names=None, progress=None, **options):
             raise TypeError(f"names must hold strings, not {type(name).__name__}")
         if name not in model.tensors:
             raise TensorNotFoundError(f"{model.path}: no tensor named '{name}'")
-    hoist_name, torch_device = hoist_device(device)
+    placement = None
+    if isinstance(device, (list, tuple)):
+        names_and_devices = [hoist_device(d) for d in device]
+        hoist_name = ",".join(n for n, _ in names_and_devices)
+        placement = _place(model, hoist_name, split, tensor_split)
+        torch_devices = [d for _, d in names_and_devices]
+        device_of = {name: torch_devices[placement[model._indices[name]]] for name in wanted}
+        torch_device = torch_devices[0]
+    else:
+        hoist_name, torch_device = hoist_device(device)
+        device_of = {name: torch_device for name in wanted}
     torch = _torch()
     out = {}
     if torch is not None:
         for name in wanted:
             try:
                 out[name] = torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
-                                        device=torch_device)
+                                        device=device_of[name])
             except RuntimeError as e:  # torch.cuda.OutOfMemoryError among them
                 raise DeviceError(f"{model.path}: cannot allocate tensor '{name}' on "
                                   f"{torch_device}: {e}", "device error") from e
-        if torch_device.type == "cuda":
-            # Memory from the caching allocator may still be in use by work queued on
-            # torch's stream; hoist copies on its own streams.
-            torch.cuda.current_stream(torch_device).synchronize()
+        for dev in set(device_of.values()):
+            if dev.type == "cuda":
+                # Memory from the caching allocator may still be in use by work queued on
+                # torch's stream; hoist copies on its own streams.
+                torch.cuda.current_stream(dev).synchronize()
         address = {name: t.data_ptr() for name, t in out.items()}
     else:
         import numpy
@@ -265,8 +284,24 @@ def load_file(path, device="cpu", names=None, progress=None, **options):
         address = {name: a.ctypes.data for name, a in out.items()}
     destinations = [(n, address[n]) for n in wanted if model.tensors[n].nbytes > 0]
     if destinations:
-        fill(model, destinations, hoist_name, progress, **options)
+        fill(model, destinations, hoist_name, progress, placement, **options)
     return out
+
+
+def _place(model, hoist_names, split, tensor_split):
+    if split != "layer":
+        raise HoistError(f"split {split!r} is not supported: layer", "invalid argument")
+    shares = [] if tensor_split is None else [float(s) for s in tensor_split]
+    return model._native.place(hoist_names, shares)
+
+
+def placement(path, devices, split="layer", tensor_split=None):
+    """{name: device} where load_file(path, device=devices, split=..., tensor_split=...) would
+    put each tensor; nothing is allocated."""
+    model = path if isinstance(path, Model) else Model(path)
+    names = [hoist_device(d)[0] for d in devices]
+    device_of = _place(model, ",".join(names), split, tensor_split)
+    return {name: devices[device_of[i]] for i, name in enumerate(model.tensors)}
 
 
 def release_cached_memory():

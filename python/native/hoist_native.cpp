@@ -235,6 +235,26 @@ class Model {
     model_.reset(raw, ModelDeleter());
   }
 
+  // Where a load onto `devices` (joined by commas) would put each tensor: an index into them
+  // per tensor, by layers in proportion to shares (empty: free memory).
+  std::vector<uint32_t> Place(const std::string& devices, const std::vector<double>& shares) {
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = devices.c_str();
+    if (!shares.empty()) {
+      options.split_shares = shares.data();
+      options.split_share_count = shares.size();
+    }
+    std::vector<uint32_t> device_of(hoist_model_tensor_count(model_.get()));
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release release;
+      status = hoist_model_place(model_.get(), &options, device_of.data(), device_of.size());
+    }
+    if (status != HOIST_OK) Raise(status);
+    return device_of;
+  }
+
   // Loads regions of tensors, (tensor index, row bytes, first row, end row, first column
   // byte, end column byte, address), into the given addresses on `device`; returns the report.
   using RegionTuple =
@@ -306,7 +326,7 @@ class Model {
   std::string LoadInto(const std::vector<std::pair<std::string, uintptr_t>>& destinations,
                        const std::string& device, const py::object& progress, int threads,
                        uint64_t chunk_bytes, uint64_t staging_bytes, double stall_timeout_s,
-                       bool checksum, bool direct_io) {
+                       bool checksum, bool direct_io, const std::vector<uint32_t>& placement) {
     LoadCall call;
     call.progress = progress;
     std::vector<const char*> names;
@@ -331,6 +351,10 @@ class Model {
     options.name_count = names.size();
     options.progress = Progress;
     options.progress_user = &call;
+    if (!placement.empty()) {
+      options.placement = placement.data();
+      options.placement_count = placement.size();
+    }
     hoist_loaded* raw = nullptr;
     hoist_status status = HOIST_OK;
     {
@@ -365,7 +389,9 @@ PYBIND11_MODULE(_native, m) {
       .def("load_into", &Model::LoadInto, py::arg("destinations"), py::arg("device"),
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
-           py::arg("checksum") = false, py::arg("direct_io") = false)
+           py::arg("checksum") = false, py::arg("direct_io") = false,
+           py::arg("placement") = std::vector<uint32_t>{})
+      .def("place", &Model::Place, py::arg("devices"), py::arg("shares"))
       .def("load_regions", &Model::LoadRegions, py::arg("regions"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)

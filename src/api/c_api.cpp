@@ -14,6 +14,7 @@
 #include "format/directory_json.h"
 #include "format/model.h"
 #include "hoist/hoist.h"
+#include "pipeline/device_placement.h"
 #include "pipeline/loader.h"
 #include "pipeline/report_json.h"
 
@@ -90,23 +91,52 @@ hoist_tensor_info Info(const hoist::TensorEntry& t) {
           t.file,         t.offset,        t.nbytes};
 }
 
+// The fields a caller's struct_size covers; the rest keep their defaults (a caller built
+// against an older header passes a smaller struct).
+hoist_status CopyOptions(const hoist_load_options* options, hoist_load_options* o) {
+  hoist_load_options_init(o);
+  if (options == nullptr) return HOIST_OK;
+  if (options->struct_size < kLoadOptionsV1Size) {
+    return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
+  }
+  std::memcpy(o, options, std::min<size_t>(options->struct_size, sizeof *o));
+  return HOIST_OK;
+}
+
+// The options' placement checked, or the layer split across several devices.
+hoist::Result<std::vector<uint32_t>> Placement(
+    const hoist::TensorDirectory& dir, const hoist_load_options& o,
+    const std::vector<std::shared_ptr<hoist::CheckedDevice>>& devices) {
+  if ((o.placement == nullptr) != (o.placement_count == 0)) {
+    return hoist::Status::InvalidArgument("placement and placement_count go together");
+  }
+  if ((o.split_shares == nullptr) != (o.split_share_count == 0)) {
+    return hoist::Status::InvalidArgument("split_shares and split_share_count go together");
+  }
+  if (o.placement != nullptr) {
+    if (o.placement_count != dir.tensors.size()) {
+      return hoist::Status::InvalidArgument("placement_count is " +
+                                            std::to_string(o.placement_count) + "; the model has " +
+                                            std::to_string(dir.tensors.size()) + " tensors");
+    }
+    return std::vector<uint32_t>(o.placement, o.placement + o.placement_count);
+  }
+  std::vector<double> shares;
+  if (o.split_shares != nullptr)
+    shares.assign(o.split_shares, o.split_shares + o.split_share_count);
+  return hoist::PlaceByLayer(dir, devices, shares,
+                             "give it a smaller share (hoist_load_options.split_shares)");
+}
+
 // regions: a load of regions (hoist_load_regions) when not null.
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
                       hoist_destination_fn destination, void* user, hoist_loaded** out,
                       const std::vector<hoist::TensorRegion>* regions = nullptr) {
   if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
-  // The fields a caller's struct_size covers; the rest keep their defaults (a caller built
-  // against an older header passes a smaller struct).
   hoist_load_options o;
-  hoist_load_options_init(&o);
-  if (options != nullptr) {
-    if (options->struct_size < kLoadOptionsV1Size) {
-      return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
-    }
-    std::memcpy(&o, options, std::min<size_t>(options->struct_size, sizeof o));
-  }
-  auto device = hoist::OpenDevice(o.device != nullptr ? o.device : "auto");
-  if (!device.ok()) return Fail(device.status());
+  if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
+  auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+  if (!devices.ok()) return Fail(devices.status());
   hoist::LoadOptions lo;
   lo.threads = o.threads;
   lo.chunk_bytes = o.chunk_bytes;
@@ -151,9 +181,14 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
       return p;
     };
   }
-  auto loaded = regions != nullptr
-                    ? hoist::LoadRegions(model->dir, std::move(device).value(), *regions, lo)
-                    : hoist::Load(model->dir, std::move(device).value(), lo);
+  auto placement = Placement(model->dir, o, *devices);
+  if (!placement.ok()) return Fail(placement.status());
+  lo.placement = std::move(placement).value();
+  if (regions != nullptr && devices->size() != 1) {
+    return Invalid("a load of regions goes to one device");
+  }
+  auto loaded = regions != nullptr ? hoist::LoadRegions(model->dir, devices->front(), *regions, lo)
+                                   : hoist::Load(model->dir, *devices, lo);
   if (!loaded.ok()) return Fail(loaded.status());
   auto result = std::make_unique<hoist_loaded>();
   result->model = model;
@@ -244,6 +279,35 @@ hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* op
     }
     return LoadImpl(model, options, nullptr, nullptr, out, &parts);
   });
+}
+
+hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* options,
+                               uint32_t* device_of, size_t count) {
+  if (model == nullptr || device_of == nullptr)
+    return Invalid("model and device_of must not be NULL");
+  if (count != model->dir.tensors.size()) {
+    return Fail(
+        hoist::Status::InvalidArgument("count is " + std::to_string(count) + "; the model has " +
+                                       std::to_string(model->dir.tensors.size()) + " tensors"));
+  }
+  return Guarded([&] {
+    hoist_load_options o;
+    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
+    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+    if (!devices.ok()) return Fail(devices.status());
+    auto placement = Placement(model->dir, o, *devices);
+    if (!placement.ok()) return Fail(placement.status());
+    for (size_t i = 0; i < count; ++i) device_of[i] = placement->empty() ? 0 : (*placement)[i];
+    return HOIST_OK;
+  });
+}
+
+int hoist_loaded_tensor_device(const hoist_loaded* loaded, size_t index) {
+  if (loaded == nullptr || index >= loaded->loaded->pointers.size() ||
+      !loaded->loaded->loaded(index)) {
+    return -1;
+  }
+  return loaded->loaded->placement.empty() ? 0 : static_cast<int>(loaded->loaded->placement[index]);
 }
 
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {

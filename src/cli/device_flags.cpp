@@ -6,6 +6,7 @@
 
 #include "base/units.h"
 #include "cli/load_flags.h"
+#include "pipeline/device_placement.h"
 #include "plan/layer_split.h"
 
 namespace hoist::cli {
@@ -28,39 +29,12 @@ void AddDeviceFlags(CLI::App* cmd, DeviceFlags& flags) {
 }
 
 Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlags& flags) {
-  std::vector<std::string> specs;
-  for (size_t start = 0;;) {
-    const size_t comma = flags.device.find(',', start);
-    specs.push_back(flags.device.substr(start, comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  // A sim's options hold commas too ("sim:latency_us=5,engines=2"): a piece with '=' and no
-  // ':' continues the sim before it.
-  std::vector<std::string> merged;
-  for (const std::string& s : specs) {
-    if (!merged.empty() && s.find('=') != std::string::npos && s.find(':') == std::string::npos &&
-        merged.back().rfind("sim:", 0) == 0) {
-      merged.back() += "," + s;
-    } else {
-      merged.push_back(s);
-    }
-  }
-  if (merged.size() > 1 && !flags.tensor_split.empty() &&
-      flags.tensor_split.size() != merged.size()) {
+  HOIST_ASSIGN_OR_RETURN(auto devices, hoist::OpenDevices(flags.device, "--device"));
+  if (devices.size() > 1 && !flags.tensor_split.empty() &&
+      flags.tensor_split.size() != devices.size()) {
     return Status::InvalidArgument("--tensor-split gives " +
                                    std::to_string(flags.tensor_split.size()) + " shares for " +
-                                   std::to_string(merged.size()) + " devices");
-  }
-  std::vector<std::shared_ptr<CheckedDevice>> devices;
-  std::set<std::string> gpus;
-  for (const std::string& spec : merged) {
-    if (spec.empty()) return Status::InvalidArgument("--device names an empty device");
-    HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(spec));
-    if (device->kind() == DeviceKind::kGpu && !gpus.insert(device->name()).second) {
-      return Status::InvalidArgument("--device names " + device->name() + " twice");
-    }
-    devices.push_back(std::move(device));
+                                   std::to_string(devices.size()) + " devices");
   }
   return devices;
 }
@@ -68,30 +42,7 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlag
 Result<std::vector<uint32_t>> PlaceTensors(
     const DeviceFlags& flags, const TensorDirectory& dir,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
-  if (devices.size() < 2) return std::vector<uint32_t>{};
-  std::vector<DeviceInfo> infos;
-  infos.reserve(devices.size());
-  for (const auto& d : devices) infos.push_back(d->Info());
-  std::vector<double> weights = flags.tensor_split;
-  if (weights.empty()) {
-    const bool known = std::all_of(infos.begin(), infos.end(),
-                                   [](const DeviceInfo& i) { return i.free_memory > 0; });
-    for (const DeviceInfo& i : infos) {
-      weights.push_back(known ? static_cast<double>(i.free_memory) : 1.0);
-    }
-  }
-  HOIST_ASSIGN_OR_RETURN(Placement placement, SplitByLayer(dir, weights));
-  HOIST_ASSIGN_OR_RETURN(const DeviceLayout layout, LayOutTensors(dir, {}, placement));
-  for (size_t d = 0; d < devices.size(); ++d) {
-    const uint64_t free = infos[d].free_memory;
-    if (free > 0 && layout.allocation_bytes[d] > free) {
-      return Status::DeviceError("the " + flags.split + " split puts " +
-                                 FormatBytes(layout.allocation_bytes[d]) + " on " +
-                                 devices[d]->name() + ", which has " + FormatBytes(free) +
-                                 " free; give it a smaller share (--tensor-split)");
-    }
-  }
-  return placement.device_of;
+  return PlaceByLayer(dir, devices, flags.tensor_split, "give it a smaller share (--tensor-split)");
 }
 
 std::vector<std::string> DescribePlacement(

@@ -103,6 +103,12 @@ Status WaitForCopy(CopyHandle& copy, double timeout_s);
 // Opens a device by name: "host", "sim" or "sim:key=value,...", "cuda:N", or "auto" (the
 // first GPU when one is usable, else host). Returns the device wrapped in CheckedDevice.
 Result<std::shared_ptr<class CheckedDevice>> OpenDevice(const std::string& spec);
+// Several devices named in one string, joined by commas ("cuda:0,cuda:1"; a sim's own options
+// keep their commas: "sim:latency_us=5,engines=2,host"), opened in order. An empty name or the
+// same GPU twice is an invalid argument whose message starts with `what` (where the list came
+// from: "--device").
+Result<std::vector<std::shared_ptr<class CheckedDevice>>> OpenDevices(const std::string& specs,
+                                                                      const std::string& what);
 
 // Every device this build can open on this machine, GPUs first (each GPU by ordinal, then
 // host, then sim), with its kind and capabilities; nothing is opened or allocated.

@@ -1,5 +1,6 @@
 // Opening a device by name; the one place that knows which backends this build has.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,6 +83,39 @@ Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
   return std::make_shared<CheckedDevice>(std::move(backend));
+}
+
+Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const std::string& specs,
+                                                                const std::string& what) {
+  std::vector<std::string> pieces;
+  for (size_t start = 0;;) {
+    const size_t comma = specs.find(',', start);
+    pieces.push_back(specs.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  // A sim's options hold commas too ("sim:latency_us=5,engines=2"): a piece with '=' and no
+  // ':' continues the sim before it.
+  std::vector<std::string> names;
+  for (const std::string& s : pieces) {
+    if (!names.empty() && s.find('=') != std::string::npos && s.find(':') == std::string::npos &&
+        names.back().rfind("sim:", 0) == 0) {
+      names.back() += "," + s;
+    } else {
+      names.push_back(s);
+    }
+  }
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  std::set<std::string> gpus;
+  for (const std::string& name : names) {
+    if (name.empty()) return Status::InvalidArgument(what + " names an empty device");
+    HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(name));
+    if (device->kind() == DeviceKind::kGpu && !gpus.insert(device->name()).second) {
+      return Status::InvalidArgument(what + " names " + device->name() + " twice");
+    }
+    devices.push_back(std::move(device));
+  }
+  return devices;
 }
 
 const char* DeviceKindName(DeviceKind kind) {

@@ -189,6 +189,65 @@ TEST(CApiTest, RegionsOfATensorLoadAsAskedAndVerifyRefusesThem) {
   hoist_model_close(model);
 }
 
+// Several devices through the C API: a layer split by shares (hoist_model_place says it before
+// the load does it), and an explicit placement; each tensor on its device, verified.
+TEST(CApiTest, SeveralDevicesByLayersOrByAnExplicitPlacement) {
+  hoist::testing::TempDir tmp;
+  hoist::SampleSpec spec;
+  spec.format = "safetensors";
+  spec.target_bytes = 4 << 20;
+  ASSERT_TRUE(hoist::WriteSampleModel(tmp.File("m.safetensors"), spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(tmp.File("m.safetensors").c_str(), &model), HOIST_OK);
+  const size_t n = hoist_model_tensor_count(model);
+  const double shares[] = {1, 1};
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim,host";
+  options.split_shares = shares;
+  options.split_share_count = 2;
+  std::vector<uint32_t> planned(n, 9);
+  ASSERT_EQ(hoist_model_place(model, &options, planned.data(), n), HOIST_OK) << hoist_last_error();
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+  size_t on[2] = {0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    const int d = hoist_loaded_tensor_device(loaded, i);
+    ASSERT_TRUE(d == 0 || d == 1) << i;
+    EXPECT_EQ(static_cast<uint32_t>(d), planned[i]) << i;
+    ++on[d];
+  }
+  EXPECT_GT(on[0], 0u);
+  EXPECT_GT(on[1], 0u);
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+  EXPECT_NE(std::strstr(hoist_loaded_report_json(loaded), "\"device\":\"sim, host\""), nullptr);
+  hoist_loaded_free(loaded);
+
+  std::vector<uint32_t> alternate(n);
+  for (size_t i = 0; i < n; ++i) alternate[i] = static_cast<uint32_t>(i % 2);
+  options.placement = alternate.data();
+  options.placement_count = n;
+  ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_EQ(hoist_loaded_tensor_device(loaded, i), static_cast<int>(i % 2));
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+  hoist_loaded_free(loaded);
+
+  options.placement_count = n - 1;
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(hoist_last_error(), "placement_count is"), nullptr) << hoist_last_error();
+  options.placement = nullptr;
+  options.placement_count = 0;
+  options.split_share_count = 3;
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "3 shares for 2 devices");
+  options.device = "sim:bandwidth=1GB/s,,host";
+  options.split_share_count = 2;
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "device names an empty device");
+  hoist_model_close(model);
+}
+
 // An engine built against hoist 0.1's header passes the smaller struct it knew: accepted, the
 // fields it lacks unset; a struct_size below that is refused.
 TEST(CApiTest, OptionsFromTheFirstVersionAreAccepted) {

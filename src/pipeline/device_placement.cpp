@@ -1,0 +1,43 @@
+#include "pipeline/device_placement.h"
+
+#include <algorithm>
+
+#include "base/units.h"
+#include "plan/layer_split.h"
+#include "plan/load_plan.h"
+
+namespace hoist {
+
+Result<std::vector<uint32_t>> PlaceByLayer(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const std::vector<double>& shares, const std::string& hint) {
+  if (devices.size() < 2) return std::vector<uint32_t>{};
+  if (!shares.empty() && shares.size() != devices.size()) {
+    return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
+                                   std::to_string(devices.size()) + " devices");
+  }
+  std::vector<DeviceInfo> infos;
+  infos.reserve(devices.size());
+  for (const auto& d : devices) infos.push_back(d->Info());
+  std::vector<double> weights = shares;
+  if (weights.empty()) {
+    const bool known = std::all_of(infos.begin(), infos.end(),
+                                   [](const DeviceInfo& i) { return i.free_memory > 0; });
+    for (const DeviceInfo& i : infos) {
+      weights.push_back(known ? static_cast<double>(i.free_memory) : 1.0);
+    }
+  }
+  HOIST_ASSIGN_OR_RETURN(Placement placement, SplitByLayer(dir, weights));
+  HOIST_ASSIGN_OR_RETURN(const DeviceLayout layout, LayOutTensors(dir, {}, placement));
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const uint64_t free = infos[d].free_memory;
+    if (free > 0 && layout.allocation_bytes[d] > free) {
+      return Status::DeviceError("the layer split puts " + FormatBytes(layout.allocation_bytes[d]) +
+                                 " on " + devices[d]->name() + ", which has " + FormatBytes(free) +
+                                 " free; " + hint);
+    }
+  }
+  return placement.device_of;
+}
+
+}  // namespace hoist
