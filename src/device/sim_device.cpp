@@ -15,10 +15,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The host side that sims given the same host_bandwidth share: when it is next free, by rate.
+std::mutex& HostLinksMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<double, Clock::time_point>& HostLinks() {
+  static std::map<double, Clock::time_point> links;
+  return links;
+}
+
 DeviceInfo SimDeviceInfo(const SimOptions& options) {
   DeviceInfo info{"sim",
                   DeviceKind::kSim,
-                  "simulated DMA engine at " + FormatRate(options.bandwidth),
+                  "simulated DMA engine at " + FormatRate(options.bandwidth) +
+                      (options.host_bandwidth > 0
+                           ? ", sharing a host side of " + FormatRate(options.host_bandwidth)
+                           : ""),
                   options.mem == UINT64_MAX ? PhysicalMemoryBytes() : options.mem,
                   options.mem == UINT64_MAX ? AvailableMemoryBytes() : options.mem,
                   {}};
@@ -163,7 +176,15 @@ class SimDevice final : public Device {
       const auto duration = std::chrono::microseconds(options_.latency_us) +
                             std::chrono::nanoseconds(static_cast<int64_t>(
                                 static_cast<double>(n) / options_.bandwidth * 1e9));
-      const Clock::time_point start = std::max(Clock::now(), link_free_);
+      Clock::time_point start = std::max(Clock::now(), link_free_);
+      if (options_.host_bandwidth > 0) {
+        // The bytes cross the shared host side too, at its rate, one copy after another.
+        std::lock_guard<std::mutex> host_lock(HostLinksMutex());
+        Clock::time_point& host_free = HostLinks()[options_.host_bandwidth];
+        start = std::max(start, host_free);
+        host_free = start + std::chrono::nanoseconds(static_cast<int64_t>(
+                                static_cast<double>(n) / options_.host_bandwidth * 1e9));
+      }
       link_free_ = start + std::chrono::duration_cast<Clock::duration>(duration);
       done = link_free_;
     }
@@ -212,6 +233,8 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
     };
     if (key == "bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.bandwidth, ParseByteRate(value));
+    } else if (key == "host_bandwidth") {
+      HOIST_ASSIGN_OR_RETURN(o.host_bandwidth, ParseByteRate(value));
     } else if (key == "readback_bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.readback_bandwidth, ParseByteRate(value));
     } else if (key == "latency_us") {

@@ -9,6 +9,8 @@
 //   corrupt_at=N      flips the byte at this position of the copied stream (tests verify)
 //   engines=N         DMA engines working in parallel (default 1)
 //   readback_bandwidth=RATE  device-to-host rate (verify's read-back); default: unlimited
+//   host_bandwidth=RATE  a host-side limit that every sim in the process given the same rate
+//                     shares (the host's memory or root complex feeding several GPU links)
 // Sizes take KiB, MiB, GiB, KB, MB, GB.
 #pragma once
 
@@ -31,6 +33,7 @@ struct SimOptions {
   uint64_t corrupt_at = UINT64_MAX;
   int engines = 1;
   double readback_bandwidth = 0;  // bytes per second; 0: unlimited
+  double host_bandwidth = 0;      // bytes per second, shared; 0: unlimited
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;

@@ -2,6 +2,7 @@
 // and a device that fails or stalls mid-load leaves nothing allocated on any of them.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,24 @@ TEST_F(PlacementTest, TwoSimDevicesAndHostEachGetTheirTensorsByteExact) {
     EXPECT_TRUE(mismatches->empty());
   }
   ExpectNothingAllocated(devices);
+}
+
+// Two sims whose links are fast but share a slow host side (host_bandwidth): together they
+// cannot load faster than the host side carries, as GPUs behind one host's memory cannot.
+TEST_F(PlacementTest, SimsSharingAHostSideTogetherTakeAtLeastItsTime) {
+  const std::string spec = "sim:bandwidth=10GB/s,latency_us=0,host_bandwidth=100MB/s";
+  std::vector<std::shared_ptr<CheckedDevice>> devices = {Device(spec), Device(spec)};
+  LoadOptions o;
+  o.placement = RoundRobin(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto model = Load(dir_, devices, o);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(dir_, **model);
+  // A lower bound only (the modelled time is slept; more is the machine's load).
+  EXPECT_GE(seconds, static_cast<double>((*model)->report.read_bytes) / 100e6 * 0.95);
+  EXPECT_NE(devices[0]->Info().description.find("sharing a host side of"), std::string::npos);
 }
 
 TEST_F(PlacementTest, ADeviceThatFailsMidLoadLeavesNothingAllocatedOnAnyDevice) {
