@@ -38,17 +38,23 @@ class _Slice:
         return self._info.dtype
 
     def __getitem__(self, index):
+        _check_index(index, list(self._owner._model.load_shape(self._name)), self._owner.Error)
         if not self._owner._on_host():
             return self._owner._region(self._name, index)
         if not isinstance(index, tuple):
             index = (index,)
-        if any(i is Ellipsis for i in index) or not index:
-            rows = slice(None)
-        else:
-            rows = index[0]
         shape = self._owner._model.load_shape(self._name)
         if not shape:  # a scalar: its one value, indexed as asked (`...`, `()`)
             return self._owner._read_rows(self._name, 0, 1)[index]
+        if not index:
+            index = (slice(None),)
+        if any(i is Ellipsis for i in index):
+            rows = slice(None)
+        else:
+            rows = index[0]
+        if not isinstance(rows, (int, slice)) or isinstance(rows, bool):
+            # A list or an array of indices: the whole tensor, indexed as torch does.
+            return self._owner._read_rows(self._name, 0, shape[0])[index]
         count = shape[0]
         if isinstance(rows, int):
             at = rows + count if rows < 0 else rows
@@ -75,12 +81,16 @@ class TensorReader:
 
     Error = HoistError
     FORMAT = None  # the format this reader opens; None: any
+    MISSING_IS_FILE_NOT_FOUND = False  # a missing file: FileNotFoundError, else Error
 
     def __init__(self, filename, framework, device="cpu"):
         if framework not in _FRAMEWORKS:
             raise self.Error(f"framework {framework!r} is not supported: pt or np")
         self._numpy = framework in ("np", "numpy")
         self._path = os.fspath(filename)
+        self._closed = False
+        if self.MISSING_IS_FILE_NOT_FOUND and not os.path.exists(self._path):
+            raise FileNotFoundError(f"No such file or directory: {self._path}")
         try:
             self._model = Model(self._path)
         except HoistError as e:
@@ -109,6 +119,7 @@ class TensorReader:
         return self
 
     def __exit__(self, *exc):
+        self._closed = True
         if self._pending is not None:
             self._settle(required=False)
         if self._pool is not None:
@@ -119,15 +130,22 @@ class TensorReader:
         self._taken.clear()
         return False
 
+    def _open(self):
+        if self._closed:
+            raise self.Error("File is closed")
+
     def keys(self):
+        self._open()
         return sorted(self._model.tensors)
 
     def offset_keys(self):
+        self._open()
         return list(self._by_offset)
 
     def metadata(self):
         """{key: value} of the file's metadata (safetensors: the __metadata__ strings; GGUF:
         typed values, lists for arrays), or None when it has none."""
+        self._open()
         return dict(self._model.metadata) or None
 
     def info(self, name):
@@ -137,12 +155,17 @@ class TensorReader:
         return self._model.tensors[name]
 
     def _check(self, name):
+        self._open()
         if name not in self._model.tensors:
             raise self.Error(f"File does not contain tensor {name}")
 
     def get_tensor(self, name):
         self._check(name)
         return self._whole(name)
+
+    def get_tensors(self):
+        """{name: tensor} of every tensor, in keys() order."""
+        return {name: self.get_tensor(name) for name in self.keys()}
 
     def _on_host(self):
         return self._numpy or str(self._device) == "cpu"
@@ -318,6 +341,42 @@ class TensorReader:
         shape = [last - first] + shape[1:] if info.shape else []
         return _from_bytes(bytearray(data), "U8" if quantized else info.dtype, shape,
                            self._device, self._numpy)
+
+
+def _index_text(index):
+    def one(item):
+        if isinstance(item, slice):
+            text = ("" if item.start is None else str(item.start)) + ":" + \
+                ("" if item.stop is None else str(item.stop))
+            return text + (":" + str(item.step) if item.step is not None else "")
+        return "..." if item is Ellipsis else str(item)
+    return "[" + ", ".join(one(i) for i in index) + "]"
+
+
+def _check_index(index, shape, error):
+    """safetensors' checks of a slice's index, with its messages: integers inside their
+    dimension, and lists empty."""
+    items = index if isinstance(index, tuple) else (index,)
+    for dim, item in enumerate(items):
+        if item is Ellipsis:
+            return  # what follows counts from the end
+        if isinstance(item, list) and item:
+            raise error("Non empty lists are not implemented")
+        if dim >= len(shape):
+            continue
+        size = shape[dim]
+        if isinstance(item, slice) and item.stop is not None and item.stop > size:
+            # numpy would clamp; safetensors refuses, naming the last index asked for
+            raise error(f"Error during slicing {_index_text(items)} with shape {list(shape)}: "
+                        f"index {item.stop - 1} out of bounds for tensor dimension #{dim} of "
+                        f"size {size}")
+        if isinstance(item, bool) or not isinstance(item, int):
+            continue
+        if item < -size:
+            raise error(f"Invalid index {item} for dimension {dim} of size {size}")
+        if item >= size:
+            raise error(f"Error during slicing {_index_text(items)} with shape {list(shape)}: "
+                        f"index {item} out of bounds for tensor dimension #{dim} of size {size}")
 
 
 def _region_of(model, name, index, error):

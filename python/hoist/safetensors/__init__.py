@@ -18,7 +18,8 @@ import sys
 
 from .._reader import TensorReader
 
-__all__ = ["safe_open", "SafetensorError", "patch", "unpatch"]
+__all__ = ["safe_open", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
+           "deserialize", "patch", "unpatch"]
 
 
 class SafetensorError(Exception):
@@ -37,6 +38,135 @@ class safe_open(TensorReader):  # noqa: N801 (safetensors' name)
 
     Error = SafetensorError
     FORMAT = "safetensors"
+    MISSING_IS_FILE_NOT_FOUND = True  # as safetensors raises
+
+
+# safetensors' Dtype order (it sorts tensors by dtype, last first, then by name).
+_DTYPE_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
+                "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
+                "U32", "F32", "C64", "F64", "I64", "U64"]
+# TensorSpec's dtype names (torch's and numpy's spelling) and the header's codes.
+_DTYPE_CODES = {
+    "bool": "BOOL", "int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32",
+    "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16", "float32": "F32",
+    "float64": "F64", "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2": "F8_E5M2", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+    "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4", "complex64": "C64",
+}
+
+
+class TensorSpec:
+    """One tensor to serialize, as safetensors' TensorSpec: its dtype by name ("float32"), its
+    shape, and data_len bytes at the address data_ptr, which must stay valid while serialize
+    runs. dtype reads back as the header's code ("F32"); a float4_e2m1fn_x2 shape's last
+    dimension is doubled, as the header counts F4 values."""
+
+    __slots__ = ("_dtype", "_shape", "_data_ptr", "_data_len")
+
+    def __init__(self, *, dtype, shape, data_ptr, data_len):
+        if dtype not in _DTYPE_CODES:
+            raise SafetensorError(f"Unknown dtype {dtype!r}. Supported dtypes: "
+                                  f"{', '.join(_DTYPE_CODES)}")
+        shape = [int(d) for d in shape]
+        if any(d < 0 for d in shape) or int(data_ptr) < 0 or int(data_len) < 0:
+            raise SafetensorError("shape, data_ptr and data_len take no negative values")
+        if _DTYPE_CODES[dtype] == "F4" and shape:
+            shape[-1] *= 2
+        self._dtype = _DTYPE_CODES[dtype]
+        self._shape = shape
+        self._data_ptr = int(data_ptr)
+        self._data_len = int(data_len)
+
+    dtype = property(lambda self: self._dtype)
+    shape = property(lambda self: list(self._shape))
+    data_ptr = property(lambda self: self._data_ptr)
+    data_len = property(lambda self: self._data_len)
+
+    def __repr__(self):
+        return (f"TensorSpec(dtype='{self._dtype}', shape={self._shape}, "
+                f"data_ptr={self._data_ptr}, data_len={self._data_len})")
+
+
+def _serialize(entries, metadata):
+    """The bytes of a safetensors file: entries [(name, dtype code, shape, raw bytes)] in
+    safetensors' order (by dtype, widest first, then by name), a compact header with
+    __metadata__ first, padded with spaces to 8 bytes."""
+    if metadata is not None and (not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise TypeError("metadata must be a dict of str to str")
+    rank = {d: i for i, d in enumerate(_DTYPE_ORDER)}
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    payloads, offset = [], 0
+    for name, dtype, shape, raw in sorted(entries, key=lambda e: (-rank[e[1]], e[0])):
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        payloads.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(payloads)
+
+
+def serialize(tensor_dict, metadata=None):
+    """The bytes of a safetensors file holding tensor_dict ({name: TensorSpec})."""
+    import ctypes
+    if not isinstance(tensor_dict, dict):
+        raise TypeError(f"tensor_dict must be a dict of str to TensorSpec, not "
+                        f"{type(tensor_dict).__name__}")
+    entries = []
+    for name, spec in tensor_dict.items():
+        if not isinstance(name, str) or not isinstance(spec, TensorSpec):
+            raise TypeError(f"tensor_dict must map str to TensorSpec; '{name}' holds "
+                            f"{type(spec).__name__}")
+        count = 1
+        for d in spec.shape:
+            count *= d
+        if spec.data_len != int(count * _ITEMSIZE[spec.dtype]):
+            raise SafetensorError(f"Error while serializing: tensor '{name}' of {count} "
+                                  f"{spec.dtype} values has {spec.data_len} bytes")
+        raw = ctypes.string_at(spec.data_ptr, spec.data_len) if spec.data_len else b""
+        entries.append((name, spec.dtype, spec.shape, raw))
+    return _serialize(entries, metadata)
+
+
+def serialize_file(tensor_dict, filename, metadata=None):
+    """Writes serialize(tensor_dict, metadata) to filename."""
+    import os
+    data = serialize(tensor_dict, metadata)
+    with open(os.fspath(filename), "wb") as f:
+        f.write(data)
+
+
+def deserialize(data):
+    """[(name, {"shape", "dtype", "data": bytearray})] of safetensors bytes, in file order."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be bytes, not {type(data).__name__}")
+    header, start = _parse(data, "Error while deserializing")
+    body = len(data) - start
+    items = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise SafetensorError(f"Error while deserializing: tensor '{name}': malformed "
+                                  f"header entry {entry!r}") from e
+        if dtype not in _ITEMSIZE:
+            raise SafetensorError(f"Error while deserializing: tensor '{name}': unknown dtype "
+                                  f"{dtype!r}")
+        count = 1
+        for d in shape:
+            count *= d
+        if not 0 <= begin <= end <= body or end - begin != int(count * _ITEMSIZE[dtype]):
+            raise SafetensorError(f"Error while deserializing: tensor '{name}': data_offsets "
+                                  f"[{begin}, {end}] do not hold {count} {dtype} values inside "
+                                  f"{body} bytes")
+        items.append((begin, name, {"shape": shape, "dtype": dtype,
+                                    "data": bytearray(data[start + begin:start + end])}))
+    return [(name, item) for _, name, item in sorted(items, key=lambda x: (x[0], x[1]))]
 
 
 def _parse(data, where):
@@ -59,14 +189,21 @@ _saved_modules = None
 
 
 def patch():
-    """Makes `import safetensors` and `import safetensors.torch` give hoist's modules, for
+    """Makes `import safetensors` (with .torch and .numpy) give hoist's modules, for
     programs that cannot be changed. Code that imported safetensors before keeps what it has."""
     global _saved_modules
     from . import torch as torch_module
+    try:
+        from . import numpy as numpy_module
+    except ImportError:  # no numpy here: safetensors.numpy could not be used either
+        numpy_module = None
     if _saved_modules is None:
-        _saved_modules = {k: sys.modules.get(k) for k in ("safetensors", "safetensors.torch")}
+        _saved_modules = {k: sys.modules.get(k)
+                          for k in ("safetensors", "safetensors.torch", "safetensors.numpy")}
     sys.modules["safetensors"] = sys.modules[__name__]
     sys.modules["safetensors.torch"] = torch_module
+    if numpy_module is not None:
+        sys.modules["safetensors.numpy"] = numpy_module
 
 
 def unpatch():

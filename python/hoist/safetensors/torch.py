@@ -4,21 +4,13 @@ load_file reads through hoist's engine (the whole file in one load, every tensor
 load, save and save_file work on bytes as safetensors does: the same header, the same order
 (by dtype, widest first, then by name), the same padding.
 """
-import json
 import os
-import struct
 
 from .. import HoistError, _TORCH_DTYPES, load_file as _hoist_load_file
 from .._reader import _from_bytes
-from . import SafetensorError, _parse, _ITEMSIZE
+from . import SafetensorError, _parse, _serialize, _ITEMSIZE
 
 __all__ = ["load_file", "load", "save_file", "save", "storage_ptr", "storage_size"]
-
-# safetensors' Dtype order (it sorts tensors by dtype, last first, then by name).
-_DTYPE_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
-                "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
-                "U32", "F32", "C64", "F64", "I64", "U64"]
-
 
 def load_file(filename, device="cpu"):
     """{name: tensor} of every tensor in the file, on device, keys sorted by name."""
@@ -149,29 +141,16 @@ def save(tensors, metadata=None):
     """The bytes of a safetensors file holding tensors ({name: tensor}) and metadata."""
     import torch
     _check_for_save(tensors)
-    if metadata is not None and (not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
-        raise TypeError("metadata must be a dict of str to str")
-    rank = {d: i for i, d in enumerate(_DTYPE_ORDER)}
-    order = sorted(tensors, key=lambda n: (-rank[_dtype_name(tensors[n])], n))
-    header = {}
-    if metadata is not None:
-        header["__metadata__"] = metadata
-    payloads, offset = [], 0
-    for name in order:
-        t = tensors[name].detach().cpu()
+    entries = []
+    for name, tensor in tensors.items():
+        t = tensor.detach().cpu()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         dtype = _dtype_name(t)
         shape = list(t.shape)
         if dtype == "F4" and shape:
             shape[-1] *= 2  # the header counts F4 values, two per byte of float4_e2m1fn_x2
-        header[name] = {"dtype": dtype, "shape": shape,
-                        "data_offsets": [offset, offset + len(raw)]}
-        payloads.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)
-    return struct.pack("<Q", len(text)) + text + b"".join(payloads)
+        entries.append((name, dtype, shape, raw))
+    return _serialize(entries, metadata)
 
 
 def save_file(tensors, filename, metadata=None):

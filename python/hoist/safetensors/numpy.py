@@ -1,0 +1,71 @@
+"""hoist.safetensors.numpy: safetensors.numpy's save, save_file, load and load_file.
+
+save and save_file write safetensors' bytes (big-endian arrays are written little-endian);
+load_file reads through hoist's engine into host memory.
+"""
+import os
+
+import numpy as np
+
+from . import SafetensorError, TensorSpec, deserialize, safe_open, serialize, serialize_file
+
+__all__ = ["save", "save_file", "load", "load_file"]
+
+# numpy has no bfloat16 or float8: files holding them load through hoist.safetensors.torch.
+_TYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+          "U64": np.uint64, "I32": np.int32, "U32": np.uint32, "I16": np.int16, "U16": np.uint16,
+          "I8": np.int8, "U8": np.uint8, "BOOL": bool, "C64": np.complex64}
+
+
+def _flatten(tensor_dict, keep_alive):
+    if not isinstance(tensor_dict, dict):
+        raise TypeError(f"tensor_dict must be a dict of str to numpy arrays, not "
+                        f"{type(tensor_dict).__name__}")
+    specs = {}
+    for name, array in tensor_dict.items():
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"'{name}' is a {type(array).__name__}, not a numpy array")
+        if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and
+                                             np.little_endian is False):
+            array = array.byteswap().view(array.dtype.newbyteorder("<"))
+        array = np.ascontiguousarray(array)
+        keep_alive.append(array)  # the bytes stay valid while serialize reads them
+        specs[name] = TensorSpec(dtype=array.dtype.name, shape=array.shape,
+                                 data_ptr=array.ctypes.data, data_len=array.nbytes)
+    return specs
+
+
+def save(tensor_dict, metadata=None):
+    """The bytes of a safetensors file holding tensor_dict ({name: np.ndarray})."""
+    keep_alive = []
+    return serialize(_flatten(tensor_dict, keep_alive), metadata=metadata)
+
+
+def save_file(tensor_dict, filename, metadata=None):
+    """Writes save(tensor_dict, metadata) to filename."""
+    keep_alive = []
+    serialize_file(_flatten(tensor_dict, keep_alive), filename, metadata=metadata)
+
+
+def load(data):
+    """{name: np.ndarray} from the bytes of a safetensors file."""
+    out = {}
+    for name, item in deserialize(data):
+        dtype = _TYPES.get(item["dtype"])
+        if dtype is None:
+            raise SafetensorError(f"tensor '{name}' is {item['dtype']}, which numpy has no "
+                                  f"dtype for")
+        out[name] = np.frombuffer(item["data"], dtype=np.dtype(dtype).newbyteorder("<")) \
+            .reshape(item["shape"])
+    return out
+
+
+def load_file(filename, *, backend="mmap"):
+    """{name: np.ndarray} of every tensor in the file, read through hoist's engine (backend is
+    accepted for safetensors' signature; hoist reads one way)."""
+    del backend
+    path = os.fspath(filename)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such file or directory: {path}")
+    with safe_open(path, framework="np") as f:
+        return {name: f.get_tensor(name) for name in f.keys()}
