@@ -6,11 +6,13 @@
 
     import hoist.safetensors; hoist.safetensors.patch()    # `import safetensors` now gives hoist's
 
-`safe_open`, `SafetensorError`, and in `hoist.safetensors.torch` `load_file`, `load`,
-`save_file` and `save` take the arguments safetensors' do and give the same results. Reads of
-whole tensors go through the pinned pipeline; on the CPU `get_slice(name)[rows]` reads only the
-rows' bytes, on a GPU it slices the whole tensor read through the engine. Files are read with
-hoist's checks: a malformed one raises SafetensorError naming the byte offset and the rule.
+`safe_open`, `SafetensorError`, `TensorSpec`, `serialize`, `serialize_file`, `deserialize`,
+and in `hoist.safetensors.torch` and `hoist.safetensors.numpy` `load_file`, `load`, `save_file`
+and `save` take the arguments safetensors' do and give the same results. Reads of whole tensors
+go through the pinned pipeline; on the CPU `get_slice(name)[rows]` reads only the rows' bytes,
+on a GPU a slice is a region read through the engine (columns staged by rows, only they sent to
+the device). Files are read with hoist's checks: a malformed one raises SafetensorError naming
+the byte offset and the rule.
 """
 import json
 import struct
