@@ -78,6 +78,24 @@ int Progress(void* user, uint64_t done, uint64_t total) {
   return 0;
 }
 
+// Options for one load: the device(s) and the engine's settings; progress reports to `call`
+// (Ctrl-C, and the Python callback when there is one).
+hoist_load_options LoadOptions(const std::string& device, int threads, uint64_t chunk_bytes,
+                               uint64_t staging_bytes, double stall_timeout_s, bool direct_io,
+                               LoadCall* call) {
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = device.c_str();
+  options.threads = threads;
+  options.chunk_bytes = chunk_bytes;
+  options.staging_bytes = staging_bytes;
+  options.stall_timeout_s = stall_timeout_s;
+  options.direct_io = direct_io ? 1 : 0;
+  options.progress = Progress;
+  options.progress_user = call;
+  return options;
+}
+
 // One load consumed as a stream (hoist.iter_tensors). The load runs on its own thread; Python
 // hands out destinations (Provide) and takes tensors as they land (Next). Reader threads never
 // take the GIL: a destination the readers ask for before Python has provided it is waited for
@@ -88,13 +106,8 @@ class Stream {
          int threads, uint64_t chunk_bytes, uint64_t staging_bytes, double stall_timeout_s,
          bool direct_io)
       : model_(std::move(model)), names_(std::move(names)), device_(std::move(device)) {
-    hoist_load_options_init(&options_);
-    options_.device = device_.c_str();
-    options_.threads = threads;
-    options_.chunk_bytes = chunk_bytes;
-    options_.staging_bytes = staging_bytes;
-    options_.stall_timeout_s = stall_timeout_s;
-    options_.direct_io = direct_io ? 1 : 0;
+    options_ = LoadOptions(device_, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io,
+                           nullptr);  // its own progress callback, below
     for (const std::string& n : names_) name_ptrs_.push_back(n.c_str());
     options_.names = name_ptrs_.data();
     options_.name_count = name_ptrs_.size();
@@ -269,16 +282,8 @@ class Model {
     }
     LoadCall call;
     call.progress = py::none();
-    hoist_load_options options;
-    hoist_load_options_init(&options);
-    options.device = device.c_str();
-    options.threads = threads;
-    options.chunk_bytes = chunk_bytes;
-    options.staging_bytes = staging_bytes;
-    options.stall_timeout_s = stall_timeout_s;
-    options.direct_io = direct_io ? 1 : 0;
-    options.progress = Progress;  // Ctrl-C
-    options.progress_user = &call;
+    hoist_load_options options =
+        LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
     hoist_loaded* raw = nullptr;
     hoist_status status = HOIST_OK;
     {
@@ -338,19 +343,11 @@ class Model {
       call.destinations[index] = address;
       names.push_back(name.c_str());
     }
-    hoist_load_options options;
-    hoist_load_options_init(&options);
-    options.device = device.c_str();
-    options.threads = threads;
-    options.chunk_bytes = chunk_bytes;
-    options.staging_bytes = staging_bytes;
-    options.stall_timeout_s = stall_timeout_s;
+    hoist_load_options options =
+        LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
     options.checksum = checksum ? 1 : 0;
-    options.direct_io = direct_io ? 1 : 0;
     options.names = names.data();
     options.name_count = names.size();
-    options.progress = Progress;
-    options.progress_user = &call;
     if (!placement.empty()) {
       options.placement = placement.data();
       options.placement_count = placement.size();

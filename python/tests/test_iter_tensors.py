@@ -14,6 +14,18 @@ import hoist
 from hoist.safetensors.torch import save_file
 
 
+def watching_allocations(alive):
+    """torch.empty patched to append a weak reference to every tensor it makes to `alive`."""
+    made = torch.empty
+
+    def watched(*args, **kwargs):
+        out = made(*args, **kwargs)
+        alive.append(weakref.ref(out))
+        return out
+
+    return mock.patch.object(torch, "empty", watched)
+
+
 class IterTensorsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -46,14 +58,7 @@ class IterTensorsTest(unittest.TestCase):
     def test_what_is_held_beyond_the_yielded_tensors_stays_within_the_bound(self):
         ahead = 256 << 10  # four 64 KiB tensors
         alive = []  # weak references to every tensor the stream allocated
-        made = torch.empty
-
-        def watched(*args, **kwargs):
-            out = made(*args, **kwargs)
-            alive.append(weakref.ref(out))
-            return out
-
-        with mock.patch.object(torch, "empty", watched):
+        with watching_allocations(alive):
             peak = 0
             for _name, tensor in hoist.iter_tensors(self.paths, ahead_mib=ahead / (1 << 20)):
                 yielded = id(tensor)  # the one yielded: the iterator holds it until the next
@@ -73,14 +78,7 @@ class IterTensorsTest(unittest.TestCase):
 
     def test_closing_early_frees_what_was_not_yielded(self):
         alive = []
-        made = torch.empty
-
-        def watched(*args, **kwargs):
-            out = made(*args, **kwargs)
-            alive.append(weakref.ref(out))
-            return out
-
-        with mock.patch.object(torch, "empty", watched):
+        with watching_allocations(alive):
             it = hoist.iter_tensors(self.paths, ahead_mib=0.5)
             name, first = next(it)
             it.close()  # cancels the load; what it had handed out is dropped

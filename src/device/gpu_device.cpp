@@ -152,15 +152,9 @@ class GpuDevice final : public Device {
                                                         int queue) override {
     HOIST_RETURN_IF_ERROR(Bind());
     gpuStream_t stream = streams_[static_cast<size_t>(queue)];
-    gpuError_t err = gpuMemcpyAsyncH2D(dst, src, n, stream);
+    const gpuError_t err = gpuMemcpyAsyncH2D(dst, src, n, stream);
     if (err != gpuSuccess) return GpuStatus(err, name_, "asynchronous copy to device");
-    HOIST_ASSIGN_OR_RETURN(gpuEvent_t event, TakeEvent());
-    err = gpuEventRecord(event, stream);
-    if (err != gpuSuccess) {
-      ReturnEvent(event);
-      return GpuStatus(err, name_, "recording a copy's event");
-    }
-    return std::unique_ptr<CopyHandle>(new GpuCopyHandle(this, event));
+    return CompletionOf(stream);
   }
 
   Result<std::unique_ptr<CopyHandle>> CopyRowsToDeviceAsync(void* dst, const void* src,
@@ -169,10 +163,15 @@ class GpuDevice final : public Device {
                                                             int queue) override {
     HOIST_RETURN_IF_ERROR(Bind());
     gpuStream_t stream = streams_[static_cast<size_t>(queue)];
-    gpuError_t err = gpuMemcpy2DAsyncH2D(dst, width, src, src_pitch, width, rows, stream);
+    const gpuError_t err = gpuMemcpy2DAsyncH2D(dst, width, src, src_pitch, width, rows, stream);
     if (err != gpuSuccess) return GpuStatus(err, name_, "asynchronous copy of rows to device");
+    return CompletionOf(stream);
+  }
+
+  // A handle that completes when the work queued on stream so far has.
+  Result<std::unique_ptr<CopyHandle>> CompletionOf(gpuStream_t stream) {
     HOIST_ASSIGN_OR_RETURN(gpuEvent_t event, TakeEvent());
-    err = gpuEventRecord(event, stream);
+    const gpuError_t err = gpuEventRecord(event, stream);
     if (err != gpuSuccess) {
       ReturnEvent(event);
       return GpuStatus(err, name_, "recording a copy's event");

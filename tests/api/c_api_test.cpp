@@ -238,10 +238,13 @@ TEST(CApiTest, SeveralDevicesByLayersOrByAnExplicitPlacement) {
   EXPECT_NE(std::strstr(hoist_last_error(), "placement_count is"), nullptr) << hoist_last_error();
   options.placement = nullptr;
   options.placement_count = 0;
+  const double three[] = {1, 1, 1};
+  options.split_shares = three;
   options.split_share_count = 3;
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
   EXPECT_STREQ(hoist_last_error(), "3 shares for 2 devices");
   options.device = "sim:bandwidth=1GB/s,,host";
+  options.split_shares = shares;
   options.split_share_count = 2;
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
   EXPECT_STREQ(hoist_last_error(), "device names an empty device");
