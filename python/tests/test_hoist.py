@@ -338,7 +338,7 @@ class ErrorTest(unittest.TestCase):
             start = time.monotonic()
             try:
                 hoist.load_file({path!r}, device="sim:bandwidth=10MB/s")
-                print("finished")
+                print("finished after %.2f s" % (time.monotonic() - start))  # for a failure
             except KeyboardInterrupt:
                 print("interrupted after %.2f s" % (time.monotonic() - start - 0.5))
             t = hoist.load_file({path!r}, device="cpu")  # hoist is usable afterwards
