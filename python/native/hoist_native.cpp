@@ -96,6 +96,25 @@ hoist_load_options LoadOptions(const std::string& device, int threads, uint64_t 
   return options;
 }
 
+// Runs one load (`load` fills the hoist_loaded) without the GIL; raises what the progress
+// callback caught (Ctrl-C, the callback's exception) or the load's error; returns its report.
+template <typename LoadFn>
+std::string RunLoad(LoadCall& call, LoadFn&& load) {
+  hoist_loaded* raw = nullptr;
+  hoist_status status = HOIST_OK;
+  {
+    py::gil_scoped_release release;
+    status = load(&raw);
+  }
+  std::unique_ptr<hoist_loaded, LoadedDeleter> loaded(raw);
+  if (call.python_error) {
+    call.python_error->restore();
+    throw py::error_already_set();
+  }
+  if (status != HOIST_OK) Raise(status);
+  return hoist_loaded_report_json(loaded.get());
+}
+
 // One load consumed as a stream (hoist.iter_tensors). The load runs on its own thread; Python
 // hands out destinations (Provide) and takes tensors as they land (Next). Reader threads never
 // take the GIL: a destination the readers ask for before Python has provided it is waited for
@@ -284,19 +303,9 @@ class Model {
     call.progress = py::none();
     hoist_load_options options =
         LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
-    hoist_loaded* raw = nullptr;
-    hoist_status status = HOIST_OK;
-    {
-      py::gil_scoped_release release;
-      status = hoist_load_regions(model_.get(), &options, parts.data(), parts.size(), &raw);
-    }
-    std::unique_ptr<hoist_loaded, LoadedDeleter> loaded(raw);
-    if (call.python_error) {
-      call.python_error->restore();
-      throw py::error_already_set();
-    }
-    if (status != HOIST_OK) Raise(status);
-    return hoist_loaded_report_json(loaded.get());
+    return RunLoad(call, [&](hoist_loaded** out) {
+      return hoist_load_regions(model_.get(), &options, parts.data(), parts.size(), out);
+    });
   }
 
   // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
@@ -352,19 +361,9 @@ class Model {
       options.placement = placement.data();
       options.placement_count = placement.size();
     }
-    hoist_loaded* raw = nullptr;
-    hoist_status status = HOIST_OK;
-    {
-      py::gil_scoped_release release;
-      status = hoist_load_into(model_.get(), &options, Destination, &call, &raw);
-    }
-    std::unique_ptr<hoist_loaded, LoadedDeleter> loaded(raw);
-    if (call.python_error) {
-      call.python_error->restore();
-      throw py::error_already_set();
-    }
-    if (status != HOIST_OK) Raise(status);
-    return hoist_loaded_report_json(loaded.get());
+    return RunLoad(call, [&](hoist_loaded** out) {
+      return hoist_load_into(model_.get(), &options, Destination, &call, out);
+    });
   }
 
  private:
