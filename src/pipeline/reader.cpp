@@ -141,6 +141,14 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     auto entry = std::make_shared<InFlight>();
     entry->chunk = index;
     entry->buffer = std::move(*buffer);
+    // A copy started joins the chunk's; one that could not start fails the load.
+    auto keep = [&](Result<std::unique_ptr<CopyHandle>> copy) {
+      if (!copy.ok()) {
+        job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
+      } else {
+        entry->copies.push_back(std::move(copy).value());
+      }
+    };
     // Starts the copies of the segments whose destinations are known; true if any is not.
     auto start_copies = [&](std::vector<bool>* started) {
       bool missing = false;
@@ -163,12 +171,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
                 device.CopyRowsToDeviceAsync(dest + s.tensor_offset + r * stride.width,
                                              data.value() + s.chunk_offset + r * stride.pitch,
                                              stride.width, n, stride.pitch, queue, job.external);
-            if (!copy.ok()) {
-              job.Fail(
-                  copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
-            } else {
-              entry->copies.push_back(std::move(copy).value());
-            }
+            keep(std::move(copy));
           }
           continue;
         }
@@ -177,11 +180,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
           auto copy =
               device.CopyToDeviceAsync(dest + s.tensor_offset + off,
                                        data.value() + s.chunk_offset + off, n, queue, job.external);
-          if (!copy.ok()) {
-            job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
-          } else {
-            entry->copies.push_back(std::move(copy).value());
-          }
+          keep(std::move(copy));
         }
       }
       return missing;
