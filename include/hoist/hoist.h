@@ -138,6 +138,34 @@ typedef struct hoist_region {
  * refuses the result (the caller compares what it asked for). */
 hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
                                 const hoist_region* regions, size_t count, hoist_loaded** out);
+/* A part of a tensor bound for one device, as hoist_region is, with its device. */
+typedef struct hoist_part {
+  size_t tensor; /* index in the model */
+  uint64_t row_bytes;
+  uint64_t row_begin, row_end;
+  uint64_t column_begin, column_end;
+  uint32_t device;   /* index into the options' device list */
+  void* destination; /* the caller's memory on that device, the part's rows packed; NULL:
+                        hoist allocates (every part has a destination or none has) */
+} hoist_part;
+
+/* How `split` places the model on the options' devices: "tensor" cuts each weight among them
+ * (tensor parallel: attention q/k/v, MLP gate/up, embeddings and the output head by rows;
+ * attention output and MLP down by columns; the rest whole on every device) in proportion to
+ * split_shares (default equal); "replicate" puts every tensor on every device. Writes up to
+ * `capacity` parts and sets *count to how many there are (capacity 0 asks the count). Opens
+ * the devices to read their free memory: HOIST_DEVICE_ERROR when one would not hold its parts. */
+hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
+                               const char* split, hoist_part* parts, size_t capacity,
+                               size_t* count);
+/* Loads parts onto the options' devices in one load: parts that cover the same rows of a tensor
+ * (its columns cut among devices, or the whole tensor on each) are read once for all of them,
+ * and whole tensors on several GPUs that reach each other go 1/N over each host link and on
+ * over NVLink/P2P. hoist_loaded_tensor(loaded, i) is part i, hoist_loaded_tensor_device its
+ * device; hoist_loaded_verify compares every part with the file. The options' names,
+ * placement, checksum and destinations_when_needed must be unset. */
+hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
+                              const hoist_part* parts, size_t count, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
 /* The index, in the options' device list, of the device that holds tensor `index`; -1 if it
  * was not loaded. */

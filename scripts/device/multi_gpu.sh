@@ -1,83 +1,87 @@
 #!/usr/bin/env bash
-# Runs on the two-GPU machine: one model loaded across both GPUs by layers (`--device
-# cuda:0,cuda:1`), against the one-GPU load and the both-links copy ceiling measured in the same
-# run, warm and cold, every two-GPU load verified byte-exact once. Prepare here with
-# `bash scripts/device/prepare.sh`, then the device tool (kind nvidia-h200-x2) with carry
-# [".device"]: bash scripts/device/multi_gpu.sh
-# Results under $OUT: log.txt, *.json (one `hoist load --json` each), summary.txt.
+# Runs on the two-GPU machine: one model loaded onto both GPUs split by layers, split by
+# tensor (tensor parallel) and replicated, against the one-GPU load, the both-links copy
+# ceiling, the page-cache read and the raw O_DIRECT read measured in the same run, warm and
+# cold, every mode verified byte-exact once; the peers in the same run: two independent
+# `hoist load` processes and safetensors' per-rank get_slice (what vLLM does by default).
+# Prepare here with `bash scripts/device/prepare.sh`, then the device tool (kind
+# nvidia-h200-x2) with carry [".device"]: bash scripts/device/multi_gpu.sh
+# HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads.
+# Results under $OUT: log.txt, summary.txt and runs.tar.gz (one `hoist load --json` each; the
+# device tool brings back at most 8 files).
 set -uo pipefail
-OUT=${OUT:-/tmp/hoist-device-out}
+RESULTS=${OUT:-/tmp/hoist-device-out}
+OUT=$(mktemp -d)
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
 SIZE=${HOIST_SIZE:-20GiB}
-MODEL=$MODEL_DIR/model.safetensors
-BIN=.device
+COLD=${HOIST_COLD:-1}
+MODEL=$MODEL_DIR/model-$SIZE.safetensors
+BIN=$PWD/.device
 export NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT" "$MODEL_DIR"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
-settle() { sleep 2; }  # the driver finishes with the previous load's freed memory
+settle() { sleep 1; }  # the driver finishes with the previous load's freed memory
+# load NAME ARGS...: one `hoist load --json`, its exit code logged.
+load() {
+  local name=$1; shift
+  settle; "$BIN/hoist" "$@" --json --quiet >"$OUT/$name.json" 2>>"$OUT/log.txt"
+  echo "$name: exit $?" | tee -a "$OUT/log.txt"
+}
+declare -A DEV=([one]="--device cuda:0" [layer]="--device cuda:0,cuda:1 --split layer"
+                [tensor]="--device cuda:0,cuda:1 --split tensor"
+                [replicate]="--device cuda:0,cuda:1 --split replicate")
 
 log "machine"
 { nvidia-smi --query-gpu=index,name,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
-  nvidia-smi topo -m; nproc; free -g; } 2>&1 | tee -a "$OUT/log.txt"
+  nvidia-smi topo -m; nproc; free -g; df -h "$MODEL_DIR"; } 2>&1 | tee -a "$OUT/log.txt"
 if [ ! -f "$MODEL" ]; then
   log "writing a $SIZE safetensors sample model"
-  $BIN/hoist make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 2>&1 | tee -a "$OUT/log.txt"
+  "$BIN/hoist" make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 2>&1 | tee -a "$OUT/log.txt"
   sync
 fi
-$BIN/hoist inspect "$MODEL" --device cuda:0,cuda:1 | tail -3 | tee -a "$OUT/log.txt"
+for mode in layer tensor replicate; do
+  # shellcheck disable=SC2086
+  "$BIN/hoist" inspect "$MODEL" ${DEV[$mode]} | sed -n '/^placement/,$p' | tee -a "$OUT/log.txt"
+done
 
 log "ceilings"
-$BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 >/dev/null  # warms the page cache
-$BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 | tee "$OUT/ceiling-read.json" | tee -a "$OUT/log.txt"
-$BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 16 | tee "$OUT/ceiling-h2d-1.json" | tee -a "$OUT/log.txt"
-$BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 16 --gpus 2 | tee "$OUT/ceiling-h2d-2.json" | tee -a "$OUT/log.txt"
+"$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 >/dev/null  # warms the page cache
+"$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 | tee "$OUT/ceiling-read.json" | tee -a "$OUT/log.txt"
+"$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib 16 | tee "$OUT/ceiling-h2d-1.json" | tee -a "$OUT/log.txt"
+"$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib 16 --gpus 2 | tee "$OUT/ceiling-h2d-2.json" | tee -a "$OUT/log.txt"
 
 for round in 1 2 3; do
-  log "warm round $round: one GPU, then both by layers"
-  settle; $BIN/hoist load "$MODEL" --device cuda:0 --json --quiet >"$OUT/one-$round.json" 2>>"$OUT/log.txt"
-  echo "exit $?" | tee -a "$OUT/log.txt"
-  settle; $BIN/hoist load "$MODEL" --device cuda:0,cuda:1 --json --quiet >"$OUT/two-$round.json" 2>>"$OUT/log.txt"
-  echo "exit $?" | tee -a "$OUT/log.txt"
+  log "warm round $round"
+  for mode in one layer tensor replicate; do
+    # shellcheck disable=SC2086
+    load "$mode-$round" load "$MODEL" ${DEV[$mode]}
+  done
 done
-log "verify across both"
-settle; $BIN/hoist verify "$MODEL" --device cuda:0,cuda:1 --json --quiet >"$OUT/two-verify.json" 2>>"$OUT/log.txt"
-echo "exit $?" | tee -a "$OUT/log.txt"
-
-log "cold: the raw O_DIRECT read, then one GPU and both, --io direct, each after drop_caches"
-$BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 --direct | tee "$OUT/ceiling-direct.json" | tee -a "$OUT/log.txt"
-for which in one two; do
-  dev=cuda:0; [ "$which" = two ] && dev=cuda:0,cuda:1
-  sync; echo 3 >/proc/sys/vm/drop_caches
-  settle; $BIN/hoist load "$MODEL" --device "$dev" --io direct --json --quiet >"$OUT/cold-$which.json" 2>>"$OUT/log.txt"
-  echo "exit $?" | tee -a "$OUT/log.txt"
+log "verify every mode"
+for mode in layer tensor replicate; do
+  # shellcheck disable=SC2086
+  load "verify-$mode" verify "$MODEL" ${DEV[$mode]}
 done
 
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
-import json, os, sys
-out = sys.argv[1]
-def load(name):
-    p = os.path.join(out, name)
-    try:
-        with open(p) as f:
-            text = f.read().strip()
-        try:
-            return json.loads(text)
-        except ValueError:
-            return json.loads(text.splitlines()[-1])
-    except Exception as e:
-        return {"error": str(e)}
-c1, c2 = load("ceiling-h2d-1.json"), load("ceiling-h2d-2.json")
-print(f"ceiling: pinned H2D one GPU {c1.get('gbps', 0):.2f} GB/s, both at once {c2.get('gbps', 0):.2f} GB/s")
-print(f"ceiling: page-cache read {load('ceiling-read.json').get('gbps', 0):.2f} GB/s, "
-      f"O_DIRECT read {load('ceiling-direct.json').get('gbps', 0):.2f} GB/s")
-for name in [f"one-{r}.json" for r in (1, 2, 3)] + [f"two-{r}.json" for r in (1, 2, 3)] + \
-        ["two-verify.json", "cold-one.json", "cold-two.json"]:
-    j = load(name)
-    if "gbps" not in j:
-        print(f"{name}: {j}")
-        continue
-    per = ", ".join(f"{d['device']} {d['bytes']/2**30:.2f} GiB by {d['threads']} readers "
-                    f"{d['stream_gbps']:.2f} GB/s" for d in j.get("devices", []))
-    extra = f" verified={j['verified']}" if "verified" in j else ""
-    print(f"{name}: {j['gbps']:.2f} GB/s over {j['wall_s']:.3f} s (stream {j['stream_gbps']:.2f}); {per}{extra}")
-PY
+log "peers, warm: two independent hoist load processes, one per GPU"
+settle
+"$BIN/hoist" load "$MODEL" --device cuda:0 --json --quiet >"$OUT/independent-0.json" 2>>"$OUT/log.txt" &
+"$BIN/hoist" load "$MODEL" --device cuda:1 --json --quiet >"$OUT/independent-1.json" 2>>"$OUT/log.txt"
+wait
+log "peers, warm: safetensors get_slice per rank (vLLM's default), two processes"
+timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks 2 | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
+
+if [ "$COLD" = 1 ]; then
+  log "cold: the raw O_DIRECT read, then each mode with --io direct after drop_caches"
+  "$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 --direct | tee "$OUT/ceiling-direct.json" | tee -a "$OUT/log.txt"
+  for mode in one layer tensor replicate; do
+    sync; echo 3 >/proc/sys/vm/drop_caches
+    # shellcheck disable=SC2086
+    load "cold-$mode" load "$MODEL" ${DEV[$mode]} --io direct
+  done
+fi
+
+python3 scripts/device/multi_gpu_summary.py "$OUT" | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
+mkdir -p "$RESULTS"
+cp "$OUT/summary.txt" "$OUT/log.txt" "$RESULTS/"
+tar czf "$RESULTS/runs.tar.gz" -C "$OUT" .

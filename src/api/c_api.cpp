@@ -28,6 +28,8 @@ struct hoist_loaded {
   std::unique_ptr<hoist::LoadedModel> loaded;
   std::string report_json;
   bool regions = false;  // its tensors are regions (hoist_load_regions), not the model's
+  // For hoist_load_parts: the directory whose tensor i is part i (what verify compares).
+  std::unique_ptr<hoist::TensorDirectory> parts;
 };
 
 namespace {
@@ -128,10 +130,12 @@ hoist::Result<std::vector<uint32_t>> Placement(
                              "give it a smaller share (hoist_load_options.split_shares)");
 }
 
-// regions: a load of regions (hoist_load_regions) when not null.
+// regions: a load of regions (hoist_load_regions, one device) or of parts (hoist_load_parts,
+// `parts` set) when not null.
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
                       hoist_destination_fn destination, void* user, hoist_loaded** out,
-                      const std::vector<hoist::TensorRegion>* regions = nullptr) {
+                      const std::vector<hoist::TensorRegion>* regions = nullptr,
+                      bool parts = false) {
   if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
   hoist_load_options o;
   if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
@@ -181,18 +185,30 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
       return p;
     };
   }
-  auto placement = Placement(model->dir, o, *devices);
-  if (!placement.ok()) return Fail(placement.status());
-  lo.placement = std::move(placement).value();
-  if (regions != nullptr && devices->size() != 1) {
+  if (regions != nullptr && !parts && devices->size() != 1) {
     return Invalid("a load of regions goes to one device");
   }
-  auto loaded = regions != nullptr ? hoist::LoadRegions(model->dir, devices->front(), *regions, lo)
-                                   : hoist::Load(model->dir, *devices, lo);
-  if (!loaded.ok()) return Fail(loaded.status());
+  if (regions != nullptr && (o.placement != nullptr || lo.destinations_when_needed)) {
+    return Invalid("a load of regions or parts takes no placement or destinations_when_needed");
+  }
   auto result = std::make_unique<hoist_loaded>();
+  if (parts) {
+    auto dir = hoist::RegionDirectory(model->dir, *regions);
+    if (!dir.ok()) return Fail(dir.status());
+    result->parts = std::make_unique<hoist::TensorDirectory>(std::move(dir).value());
+  }
+  hoist::Result<std::unique_ptr<hoist::LoadedModel>> loaded = hoist::Status::Internal("no load");
+  if (regions != nullptr) {
+    loaded = hoist::LoadRegions(model->dir, *devices, *regions, lo);
+  } else {
+    auto placement = Placement(model->dir, o, *devices);
+    if (!placement.ok()) return Fail(placement.status());
+    lo.placement = std::move(placement).value();
+    loaded = hoist::Load(model->dir, *devices, lo);
+  }
+  if (!loaded.ok()) return Fail(loaded.status());
   result->model = model;
-  result->regions = regions != nullptr;
+  result->regions = regions != nullptr && !parts;
   result->loaded = std::move(loaded).value();
   result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
   *out = result.release();
@@ -274,10 +290,56 @@ hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* op
     parts.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       const hoist_region& r = regions[i];
+      if (r.destination == nullptr) {
+        return Invalid(("regions[" + std::to_string(i) + "].destination is NULL").c_str());
+      }
       parts.push_back({r.tensor, r.row_bytes, r.row_begin, r.row_end, r.column_begin, r.column_end,
                        r.destination});
     }
     return LoadImpl(model, options, nullptr, nullptr, out, &parts);
+  });
+}
+
+hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
+                               const char* split, hoist_part* parts, size_t capacity,
+                               size_t* count) {
+  if (model == nullptr || split == nullptr || count == nullptr) {
+    return Invalid("model, split and count must not be NULL");
+  }
+  if (parts == nullptr && capacity != 0) return Invalid("parts is NULL but capacity is not 0");
+  return Guarded([&] {
+    hoist_load_options o;
+    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
+    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+    if (!devices.ok()) return Fail(devices.status());
+    std::vector<double> shares;
+    if (o.split_shares != nullptr)
+      shares.assign(o.split_shares, o.split_shares + o.split_share_count);
+    auto placed = hoist::PlaceParts(model->dir, *devices, split, shares, {},
+                                    "give it a smaller share (hoist_load_options.split_shares)");
+    if (!placed.ok()) return Fail(placed.status());
+    *count = placed->size();
+    for (size_t i = 0; i < placed->size() && i < capacity; ++i) {
+      const hoist::TensorRegion& r = (*placed)[i];
+      parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
+                  r.column_begin, r.column_end, r.device,    nullptr};
+    }
+    return HOIST_OK;
+  });
+}
+
+hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
+                              const hoist_part* parts, size_t count, hoist_loaded** out) {
+  if (parts == nullptr && count != 0) return Invalid("parts is NULL but count is not 0");
+  return Guarded([&] {
+    std::vector<hoist::TensorRegion> regions;
+    regions.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      const hoist_part& p = parts[i];
+      regions.push_back({p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin,
+                         p.column_end, p.destination, p.device});
+    }
+    return LoadImpl(model, options, nullptr, nullptr, out, &regions, /*parts=*/true);
   });
 }
 
@@ -327,8 +389,8 @@ hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
   if (loaded == nullptr) return Invalid("loaded must not be NULL");
   if (loaded->regions) return Invalid("a load of regions is checked against its own bytes only");
   return Guarded([&] {
-    auto found =
-        hoist::Verify(loaded->model->dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
+    const hoist::TensorDirectory& dir = loaded->parts ? *loaded->parts : loaded->model->dir;
+    auto found = hoist::Verify(dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
     if (!found.ok()) return Fail(found.status());
     if (mismatches != nullptr) *mismatches = found->size();
     if (found->empty()) return HOIST_OK;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "base/units.h"
 #include "cli/load_flags.h"
@@ -18,14 +20,23 @@ void AddDeviceFlags(CLI::App* cmd, DeviceFlags& flags) {
       ->default_str("auto");
   cmd->add_option("--split", flags.split,
                   "how a model is placed across several devices: layer (consecutive layers per "
-                  "device, embeddings with the first, the output head with the last)")
-      ->check(CLI::IsMember({"layer"}))
+                  "device, embeddings with the first, the output head with the last), tensor "
+                  "(each weight cut among the devices, tensor parallel: q/k/v, gate/up, "
+                  "embeddings and head by rows, attention output and down by columns, the rest "
+                  "whole on each) or replicate (every tensor on every device, each byte read "
+                  "once)")
+      ->check(CLI::IsMember({"layer", "tensor", "replicate"}))
       ->default_str("layer");
   cmd->add_option("--tensor-split", flags.tensor_split,
-                  "each device's share of the model, as 3,1 (default: in proportion to each "
-                  "device's free memory)")
+                  "each device's share of the model, as 3,1 (default: layer: in proportion to "
+                  "each device's free memory; tensor: equal)")
       ->delimiter(',')
       ->check(FiniteRange(1e-9, 1e9));
+  cmd->add_option("--split-plan", flags.split_plan,
+                  "with --split tensor: a JSON file of name pattern: cut (\"*.q_proj.weight\": "
+                  "\"rows\", \"columns\", \"replicate\" or a device index), tried in order "
+                  "before the built-in rules")
+      ->check(CLI::ExistingFile);
 }
 
 Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlags& flags) {
@@ -39,15 +50,94 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlag
   return devices;
 }
 
-Result<std::vector<uint32_t>> PlaceTensors(
-    const DeviceFlags& flags, const TensorDirectory& dir,
-    const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
-  return PlaceByLayer(dir, devices, flags.tensor_split, "give it a smaller share (--tensor-split)");
+Result<DevicePlan> PlaceTensors(const DeviceFlags& flags, const TensorDirectory& dir,
+                                const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
+  DevicePlan plan;
+  if (!flags.split_plan.empty() && flags.split != "tensor") {
+    return Status::InvalidArgument("--split-plan is for --split tensor");
+  }
+  if (devices.size() < 2) return plan;
+  plan.split = flags.split;
+  const std::string hint = "give it a smaller share (--tensor-split)";
+  if (flags.split == "layer") {
+    HOIST_ASSIGN_OR_RETURN(plan.placement, PlaceByLayer(dir, devices, flags.tensor_split, hint));
+    return plan;
+  }
+  std::vector<CutRule> rules;
+  if (!flags.split_plan.empty()) {
+    std::ifstream in(flags.split_plan, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return Status::IoError(flags.split_plan + ": cannot be read");
+    HOIST_ASSIGN_OR_RETURN(
+        rules, ParseCutRules(text.str(), flags.split_plan, static_cast<uint32_t>(devices.size())));
+  }
+  HOIST_ASSIGN_OR_RETURN(plan.regions,
+                         PlaceParts(dir, devices, flags.split, flags.tensor_split, rules, hint));
+  return plan;
 }
 
-std::vector<std::string> DescribePlacement(
-    const TensorDirectory& dir, const std::vector<uint32_t>& placement,
+namespace {
+
+// A tensor split: per device, its parts' bytes; then how many tensors each cut took.
+std::vector<std::string> DescribeRegions(
+    const TensorDirectory& dir, const DevicePlan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
+  std::vector<size_t> tensors(devices.size(), 0);
+  std::vector<uint64_t> bytes(devices.size(), 0);
+  std::vector<uint32_t> pieces(dir.tensors.size(), 0);
+  for (const TensorRegion& r : plan.regions) {
+    ++tensors[r.device];
+    bytes[r.device] += (r.row_end - r.row_begin) * (r.column_end - r.column_begin);
+    ++pieces[r.tensor];
+  }
+  const double total = static_cast<double>(dir.total_bytes());
+  std::vector<std::string> lines;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%.0f%%",
+                  total > 0 ? 100.0 * static_cast<double>(bytes[d]) / total : 0.0);
+    lines.push_back(devices[d]->name() + ": " + std::to_string(tensors[d]) + " tensors or parts, " +
+                    FormatBytes(bytes[d]) + " (" + percent + " of the model's bytes)");
+  }
+  if (plan.split == "tensor") {
+    // What each tensor became: cut by rows or by columns, whole on every device, whole on one.
+    enum Kind : uint8_t { kNone, kWhole, kRows, kColumns };
+    std::vector<Kind> kind(dir.tensors.size(), kNone);
+    for (const TensorRegion& r : plan.regions) {
+      const uint64_t rows = dir.tensors[r.tensor].nbytes / r.row_bytes;
+      if (r.row_end - r.row_begin != rows) {
+        kind[r.tensor] = kRows;
+      } else if (r.column_end - r.column_begin != r.row_bytes) {
+        kind[r.tensor] = kColumns;
+      } else if (kind[r.tensor] == kNone) {
+        kind[r.tensor] = kWhole;
+      }
+    }
+    size_t counts[4] = {0, 0, 0, 0};
+    size_t whole_on_one = 0;
+    for (size_t i = 0; i < dir.tensors.size(); ++i) {
+      if (kind[i] == kWhole && pieces[i] == 1) {
+        ++whole_on_one;
+      } else {
+        ++counts[kind[i]];
+      }
+    }
+    lines.push_back("cut by rows: " + std::to_string(counts[kRows]) +
+                    " tensors, by columns: " + std::to_string(counts[kColumns]) +
+                    ", whole on every device: " + std::to_string(counts[kWhole]) +
+                    ", whole on one: " + std::to_string(whole_on_one));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> DescribePlacement(
+    const TensorDirectory& dir, const DevicePlan& plan,
+    const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
+  if (plan.by_regions()) return DescribeRegions(dir, plan, devices);
+  const std::vector<uint32_t>& placement = plan.placement;
   struct Share {
     size_t tensors = 0;
     uint64_t bytes = 0;

@@ -39,35 +39,46 @@ Runner RegisterInspect(CLI::App& app) {
     // With --device: where a load onto those devices would put each tensor, checked against
     // their free memory before anything is allocated.
     std::vector<std::shared_ptr<CheckedDevice>> devices;
-    std::vector<uint32_t> placement;
+    DevicePlan plan;
     if (options->device_option->count() > 0) {
       auto opened = OpenDevices(options->devices);
       if (!opened.ok()) return ReportFailure(opened.status());
       devices = std::move(opened).value();
       auto placed = PlaceTensors(options->devices, *dir, devices);
       if (!placed.ok()) return ReportFailure(placed.status());
-      placement = std::move(placed).value();
+      plan = std::move(placed).value();
     }
     if (options->json) {
       nlohmann::ordered_json j = DirectoryToJson(dir.value());
       if (!devices.empty()) {
         nlohmann::ordered_json names = nlohmann::ordered_json::array();
         for (const auto& d : devices) names.push_back(d->name());
-        nlohmann::ordered_json device_of = nlohmann::ordered_json::array();
-        for (size_t i = 0; i < dir->tensors.size(); ++i) {
-          device_of.push_back(placement.empty() ? 0u : placement[i]);
+        j["placement"] = {{"split", plan.split}, {"devices", names}};
+        if (plan.by_regions()) {
+          // Each part: its tensor, device, rows and bytes of each row.
+          nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+          for (const TensorRegion& r : plan.regions) {
+            parts.push_back({{"tensor", dir->tensors[r.tensor].name},
+                             {"device", r.device},
+                             {"row_bytes", r.row_bytes},
+                             {"rows", {r.row_begin, r.row_end}},
+                             {"bytes", {r.column_begin, r.column_end}}});
+          }
+          j["placement"]["parts"] = std::move(parts);
+        } else {
+          nlohmann::ordered_json device_of = nlohmann::ordered_json::array();
+          for (size_t i = 0; i < dir->tensors.size(); ++i) {
+            device_of.push_back(plan.placement.empty() ? 0u : plan.placement[i]);
+          }
+          j["placement"]["device_of"] = std::move(device_of);
         }
-        j["placement"] = {{"split", devices.size() > 1 ? options->devices.split : "none"},
-                          {"devices", names},
-                          {"device_of", device_of}};
       }
       std::cout << DumpJson(j) << "\n";
     } else {
       std::cout << DirectoryToText(dir.value());
       if (!devices.empty()) {
-        std::printf("\nplacement (%s split):\n",
-                    devices.size() > 1 ? options->devices.split.c_str() : "no");
-        for (const std::string& line : DescribePlacement(*dir, placement, devices)) {
+        std::printf("\nplacement (%s split):\n", devices.size() > 1 ? plan.split.c_str() : "no");
+        for (const std::string& line : DescribePlacement(*dir, plan, devices)) {
           std::printf("  %s\n", line.c_str());
         }
       }

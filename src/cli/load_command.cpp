@@ -114,12 +114,25 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<Loaded
   if (!devices.ok()) return ReportFailure(devices.status());
   const double device_open =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
-  auto placement = PlaceTensors(f.devices, *dir, *devices);
-  if (!placement.ok()) return ReportFailure(placement.status());
-  options.placement = std::move(placement).value();
+  auto plan = PlaceTensors(f.devices, *dir, *devices);
+  if (!plan.ok()) return ReportFailure(plan.status());
   ProgressMeter meter(!f.quiet);
   options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
-  auto loaded = Load(*dir, *devices, options);
+  Result<std::unique_ptr<LoadedModel>> loaded = Status::Internal("not loaded");
+  if (plan->by_regions()) {
+    // The model becomes its parts: tensor i of what is reported and verified is part i.
+    if (options.checksum) {
+      return ReportFailure(Status::InvalidArgument(
+          "--split " + plan->split + " takes no --checksum: verify compares every part"));
+    }
+    auto parts = RegionDirectory(*dir, plan->regions);
+    if (!parts.ok()) return ReportFailure(parts.status());
+    loaded = LoadRegions(*dir, *devices, plan->regions, options);
+    *dir = std::move(parts).value();
+  } else {
+    options.placement = std::move(plan->placement);
+    loaded = Load(*dir, *devices, options);
+  }
   meter.Finish();
   if (!loaded.ok()) {
     if (loaded.status().code() == Code::kStalled) ReportAndExitNow(loaded.status());

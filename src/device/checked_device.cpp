@@ -113,6 +113,28 @@ Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyRowsToDeviceAsync(void* d
   return backend_->CopyRowsToDeviceAsync(dst, src, width, rows, src_pitch, queue);
 }
 
+Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyToPeerAsync(void* dst, Device& peer,
+                                                                   const void* src, uint64_t n,
+                                                                   int queue, bool external) {
+  auto* checked_peer = dynamic_cast<CheckedDevice*>(&peer);
+  if (checked_peer == nullptr) {
+    return Status::Internal(name_ + ": a peer copy's far side must be a checked device");
+  }
+  if (queue < 0 || queue >= backend_->queues()) {
+    return Status::Internal(name_ + ": copy queue " + std::to_string(queue) + " out of range");
+  }
+  if (!external) {
+    HOIST_RETURN_IF_ERROR(CheckRange(src, n, "peer copy from device"));
+    HOIST_RETURN_IF_ERROR(checked_peer->CheckRange(dst, n, "peer copy to device"));
+  }
+  return backend_->CopyToPeerAsync(dst, *checked_peer->backend_, src, n, queue);
+}
+
+bool CheckedDevice::CanReachPeer(const Device& peer) const {
+  const auto* checked_peer = dynamic_cast<const CheckedDevice*>(&peer);
+  return checked_peer != nullptr && backend_->CanReachPeer(*checked_peer->backend_);
+}
+
 Status CheckedDevice::CopyToHost(void* dst, const void* src, uint64_t n, bool external) {
   if (!external) HOIST_RETURN_IF_ERROR(CheckRange(src, n, "copy from device"));
   return backend_->CopyToHost(dst, src, n);

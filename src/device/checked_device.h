@@ -52,6 +52,16 @@ class CheckedDevice final : public Device {
                                                             uint64_t width, uint64_t rows,
                                                             uint64_t src_pitch, int queue,
                                                             bool external);
+  // peer must be a CheckedDevice: its backend does the copy's far side. src must lie inside
+  // an allocation of this device and dst inside one of peer's, unless (external) the caller
+  // vouches for both.
+  Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer, const void* src,
+                                                      uint64_t n, int queue) override {
+    return CopyToPeerAsync(dst, peer, src, n, queue, false);
+  }
+  Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer, const void* src,
+                                                      uint64_t n, int queue, bool external);
+  bool CanReachPeer(const Device& peer) const override;
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     return CopyToHost(dst, src, n, false);
   }

@@ -86,6 +86,14 @@ class Device {
                                                                     uint64_t width, uint64_t rows,
                                                                     uint64_t src_pitch,
                                                                     int queue) = 0;
+  // Starts copying n bytes of this device's memory at src to dst in peer's memory, over the
+  // link between them (NVLink, P2P), on this device's queue. Not ordered after other copies.
+  // kUnavailable where this device cannot reach peer directly (see CanReachPeer).
+  virtual Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer,
+                                                              const void* src, uint64_t n,
+                                                              int queue);
+  // Whether CopyToPeerAsync to peer works and runs over a direct link.
+  virtual bool CanReachPeer(const Device& peer) const;
   // Copies device memory to host memory and waits for it (used by verify).
   virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
 

@@ -118,6 +118,14 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const std::strin
   return devices;
 }
 
+Result<std::unique_ptr<CopyHandle>> Device::CopyToPeerAsync(void* /*dst*/, Device& /*peer*/,
+                                                            const void* /*src*/, uint64_t /*n*/,
+                                                            int /*queue*/) {
+  return Status::Unavailable(Info().name + " copies to no peer device directly");
+}
+
+bool Device::CanReachPeer(const Device& /*peer*/) const { return false; }
+
 const char* DeviceKindName(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kHost:

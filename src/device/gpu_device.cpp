@@ -2,6 +2,7 @@
 // asynchronous copies from pinned memory, events polled rather than waited on.
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,28 @@ class GpuDevice final : public Device {
     return CompletionOf(stream);
   }
 
+  bool CanReachPeer(const Device& peer) const override {
+    const auto* other = dynamic_cast<const GpuDevice*>(&peer);
+    int can = 0;
+    return other != nullptr && other->ordinal_ != ordinal_ &&
+           gpuDeviceCanAccessPeer(&can, ordinal_, other->ordinal_) == gpuSuccess && can != 0;
+  }
+
+  // Over NVLink or PCIe P2P, with peer access enabled once per pair (without it the runtime
+  // stages the copy through host memory).
+  Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer, const void* src,
+                                                      uint64_t n, int queue) override {
+    auto* other = dynamic_cast<GpuDevice*>(&peer);
+    if (other == nullptr || !CanReachPeer(peer))
+      return Device::CopyToPeerAsync(dst, peer, src, n, queue);
+    HOIST_RETURN_IF_ERROR(EnablePeerAccess(other->ordinal_));
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuStream_t stream = streams_[static_cast<size_t>(queue)];
+    const gpuError_t err = gpuMemcpyPeerAsync(dst, other->ordinal_, src, ordinal_, n, stream);
+    if (err != gpuSuccess) return GpuStatus(err, name_, ("copy to " + other->name_).c_str());
+    return CompletionOf(stream);
+  }
+
   // A handle that completes when the work queued on stream so far has.
   Result<std::unique_ptr<CopyHandle>> CompletionOf(gpuStream_t stream) {
     HOIST_ASSIGN_OR_RETURN(gpuEvent_t event, TakeEvent());
@@ -214,6 +237,20 @@ class GpuDevice final : public Device {
     return Status::Ok();
   }
 
+  Status EnablePeerAccess(int other) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (peers_enabled_.count(other) != 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuError_t err = gpuDeviceEnablePeerAccess(other, 0);
+    if (err == gpuErrorPeerAccessAlreadyEnabled) {
+      (void)gpuGetLastError();  // the runtime keeps this one as the thread's last error
+      err = gpuSuccess;
+    }
+    if (err != gpuSuccess) return GpuStatus(err, name_, "enabling peer access");
+    peers_enabled_.insert(other);
+    return Status::Ok();
+  }
+
   // The runtime's current device is per thread; every thread that calls in binds first.
   Status Bind() {
     gpuError_t err = gpuSetDevice(ordinal_);
@@ -241,6 +278,7 @@ class GpuDevice final : public Device {
   std::vector<gpuStream_t> streams_;
   std::mutex mutex_;
   std::vector<gpuEvent_t> free_events_;
+  std::set<int> peers_enabled_;  // ordinals this device's context may access (under mutex_)
 };
 
 }  // namespace

@@ -32,6 +32,10 @@ inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
 #define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
+inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = hipErrorPeerAccessAlreadyEnabled;
+#define gpuMemcpyPeerAsync hipMemcpyPeerAsync
+#define gpuGetLastError hipGetLastError
 #else
 #include <cuda_runtime_api.h>
 #define HOIST_GPU_PREFIX "cuda"
@@ -62,4 +66,8 @@ inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
+inline constexpr gpuError_t gpuErrorPeerAccessAlreadyEnabled = cudaErrorPeerAccessAlreadyEnabled;
+#define gpuMemcpyPeerAsync cudaMemcpyPeerAsync
+#define gpuGetLastError cudaGetLastError
 #endif

@@ -25,6 +25,17 @@ std::map<double, Clock::time_point>& HostLinks() {
   return links;
 }
 
+// Pinned memory from any sim counts as pinned for every sim, as portable pinned memory does for
+// every GPU (a staging buffer of one device's readers may feed another device's copies).
+std::mutex& PinnedMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::map<uintptr_t, uint64_t>& Pinned() {
+  static std::map<uintptr_t, uint64_t> pinned;
+  return pinned;
+}
+
 DeviceInfo SimDeviceInfo(const SimOptions& options) {
   DeviceInfo info{"sim",
                   DeviceKind::kSim,
@@ -95,7 +106,10 @@ class SimDevice final : public Device {
                                  " bytes refused (pinned_limit)");
     }
     HOIST_ASSIGN_OR_RETURN(void* p, AllocateHostMemory(bytes, "sim"));
-    pinned_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    {
+      std::lock_guard<std::mutex> pinned_lock(PinnedMutex());
+      Pinned()[reinterpret_cast<uintptr_t>(p)] = bytes;
+    }
     pinned_bytes_ += bytes;
     return p;
   }
@@ -103,8 +117,11 @@ class SimDevice final : public Device {
   Status ReturnPinned(void* ptr, uint64_t bytes) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pinned_.erase(reinterpret_cast<uintptr_t>(ptr));  // what reject_pageable checks against
       pinned_bytes_ -= bytes;
+    }
+    {
+      std::lock_guard<std::mutex> pinned_lock(PinnedMutex());
+      Pinned().erase(reinterpret_cast<uintptr_t>(ptr));  // what reject_pageable checks against
     }
     FreeHostMemory(ptr);
     return Status::Ok();
@@ -127,6 +144,29 @@ class SimDevice final : public Device {
     });
   }
 
+  bool CanReachPeer(const Device& peer) const override {
+    const auto* other = dynamic_cast<const SimDevice*>(&peer);
+    return other != nullptr && other != this && options_.peers && other->options_.peers;
+  }
+
+  Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer, const void* src,
+                                                      uint64_t n, int /*queue*/) override {
+    if (!CanReachPeer(peer)) return Device::CopyToPeerAsync(dst, peer, src, n, 0);
+    return engine_.Submit([this, dst, src, n]() -> JobResult {
+      Clock::time_point done;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const Clock::time_point start = std::max(Clock::now(), peer_link_free_);
+        peer_link_free_ = start + std::chrono::nanoseconds(static_cast<int64_t>(
+                                      static_cast<double>(n) / options_.peer_bandwidth * 1e9));
+        done = peer_link_free_;
+      }
+      std::memcpy(dst, src, n);
+      engine_.WaitUntil(done);
+      return {};
+    });
+  }
+
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     const Clock::time_point start = Clock::now();
     std::memcpy(dst, src, n);
@@ -144,11 +184,11 @@ class SimDevice final : public Device {
   }
 
  private:
-  bool IsPinned(const void* src, uint64_t n) {
+  static bool IsPinned(const void* src, uint64_t n) {
     const auto p = reinterpret_cast<uintptr_t>(src);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = pinned_.upper_bound(p);
-    if (it == pinned_.begin()) return false;
+    std::lock_guard<std::mutex> lock(PinnedMutex());
+    auto it = Pinned().upper_bound(p);
+    if (it == Pinned().begin()) return false;
     --it;
     return p >= it->first && p + n <= it->first + it->second;
   }
@@ -201,12 +241,12 @@ class SimDevice final : public Device {
 
   SimOptions options_;
   std::mutex mutex_;
-  std::map<uintptr_t, uint64_t> pinned_;
   std::map<void*, uint64_t> device_sizes_;
   uint64_t pinned_bytes_ = 0;
   uint64_t device_bytes_ = 0;
   uint64_t copied_ = 0;
   Clock::time_point link_free_{};
+  Clock::time_point peer_link_free_{};
   CopyEngine engine_;  // last: its threads stop before the state above goes away
 };
 
@@ -235,6 +275,12 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
       HOIST_ASSIGN_OR_RETURN(o.bandwidth, ParseByteRate(value));
     } else if (key == "host_bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.host_bandwidth, ParseByteRate(value));
+    } else if (key == "peer_bandwidth") {
+      HOIST_ASSIGN_OR_RETURN(o.peer_bandwidth, ParseByteRate(value));
+    } else if (key == "peers") {
+      if (value != "0" && value != "1")
+        return Status::InvalidArgument("sim option peers takes 0 or 1");
+      o.peers = value == "1";
     } else if (key == "readback_bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.readback_bandwidth, ParseByteRate(value));
     } else if (key == "latency_us") {

@@ -11,6 +11,8 @@
 //   readback_bandwidth=RATE  device-to-host rate (verify's read-back); default: unlimited
 //   host_bandwidth=RATE  a host-side limit that every sim in the process given the same rate
 //                     shares (the host's memory or root complex feeding several GPU links)
+//   peer_bandwidth=RATE  rate of copies to another sim (the NVLink between GPUs); default
+//                     300GB/s. peers=0: it reaches no other sim directly
 // Sizes take KiB, MiB, GiB, KB, MB, GB.
 #pragma once
 
@@ -34,6 +36,8 @@ struct SimOptions {
   int engines = 1;
   double readback_bandwidth = 0;  // bytes per second; 0: unlimited
   double host_bandwidth = 0;      // bytes per second, shared; 0: unlimited
+  double peer_bandwidth = 300e9;  // bytes per second, to another sim
+  bool peers = true;              // copies to other sims directly
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;

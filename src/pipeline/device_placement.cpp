@@ -40,4 +40,55 @@ Result<std::vector<uint32_t>> PlaceByLayer(
   return placement.device_of;
 }
 
+namespace {
+
+Status CheckRegionsFit(const TensorDirectory& dir, const std::vector<TensorRegion>& regions,
+                       const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                       const std::string& hint) {
+  std::vector<uint64_t> bytes(devices.size(), 0);
+  for (const TensorRegion& r : regions) {
+    if (r.device >= devices.size() || r.tensor >= dir.tensors.size()) continue;  // refused later
+    bytes[r.device] = AlignUp(bytes[r.device], kDeviceAlignment) +
+                      (r.row_end - r.row_begin) * (r.column_end - r.column_begin);
+  }
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const uint64_t free = devices[d]->Info().free_memory;
+    if (free > 0 && bytes[d] > free) {
+      return Status::DeviceError("the split puts " + FormatBytes(bytes[d]) + " on " +
+                                 devices[d]->name() + ", which has " + FormatBytes(free) +
+                                 " free; " + hint);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<TensorRegion>> PlaceParts(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const std::string& split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
+    const std::string& hint) {
+  const auto count = static_cast<uint32_t>(devices.size());
+  if (count == 0) return Status::InvalidArgument("a split needs a device");
+  if (!shares.empty() && shares.size() != devices.size()) {
+    return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
+                                   std::to_string(devices.size()) + " devices");
+  }
+  std::vector<TensorRegion> parts;
+  if (split == "replicate") {
+    parts = ReplicateTensors(dir, count);
+    HOIST_RETURN_IF_ERROR(
+        CheckRegionsFit(dir, parts, devices, "every device holds the whole model when replicated"));
+    return parts;
+  }
+  if (split != "tensor") {
+    return Status::InvalidArgument("split '" + split + "' gives no parts: tensor or replicate");
+  }
+  HOIST_ASSIGN_OR_RETURN(parts,
+                         CutTensors(dir, ChooseCuts(dir, rules),
+                                    shares.empty() ? std::vector<double>(count, 1.0) : shares));
+  HOIST_RETURN_IF_ERROR(CheckRegionsFit(dir, parts, devices, hint));
+  return parts;
+}
+
 }  // namespace hoist

@@ -10,6 +10,8 @@
 #include "base/status.h"
 #include "device/checked_device.h"
 #include "format/tensor_directory.h"
+#include "plan/load_plan.h"
+#include "plan/tensor_split.h"
 
 namespace hoist {
 
@@ -21,5 +23,18 @@ namespace hoist {
 Result<std::vector<uint32_t>> PlaceByLayer(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const std::vector<double>& shares, const std::string& hint);
+
+}  // namespace hoist
+
+namespace hoist {
+
+// The parts each device gets: split "tensor" cuts every tensor among the devices by `rules`
+// (then the built-in ones) in proportion to shares (empty: equal), "replicate" puts every
+// tensor on every device. A device that would get more than its free memory is kDeviceError
+// with the numbers, ending with `hint` for a tensor split; another split is kInvalidArgument.
+Result<std::vector<TensorRegion>> PlaceParts(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const std::string& split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
+    const std::string& hint);
 
 }  // namespace hoist

@@ -40,6 +40,9 @@ struct InFlight : HashTicket {
   // Per segment of the chunk: already reported landed (its copies were settled early, before
   // the reader waited for a destination).
   std::vector<bool> landed;
+  // The peer copies of its forwarded segments have been started (after its own copies
+  // completed).
+  bool forwarded = false;
 
   // Moves `completed` past the copies the device is done with, completed or failed (a failed
   // copy no longer touches its memory), in order; true when none is left in flight. The first
@@ -74,9 +77,9 @@ struct Lane {
   size_t buffers_per_reader = 2;
   std::atomic<size_t> next_chunk{0};
   size_t end_chunk = 0;
-  size_t chunks = 0;  // end_chunk less the first
-  std::atomic<size_t> chunks_done{0};
-  std::atomic<int64_t> finished_ns{0};  // when its last chunk was on the device
+  uint64_t bytes = 0;                     // the tensor bytes bound for its device
+  std::atomic<uint64_t> landed_bytes{0};  // of which on it, whichever lane read them
+  std::atomic<int64_t> finished_ns{0};    // when its device's last byte was on it
 };
 
 struct LoadJob {
@@ -125,7 +128,27 @@ struct LoadJob {
     return error;
   }
 
-  const std::string& DeviceName(const Chunk& c) const { return lanes[c.device]->device->name(); }
+  // The devices a chunk's copies touch: its readers' (whose staging it is in), its segments'
+  // and, for forwarded segments, their replicas'.
+  std::vector<bool> DevicesTouched(const Chunk& c) const {
+    std::vector<bool> touched(lanes.size(), false);
+    touched[c.device] = true;
+    for (const Segment& s : c.segments) {
+      touched[s.device] = true;
+      if (!s.forward) continue;
+      for (uint32_t r : plan.replicas[s.tensor]) touched[plan.device_of[r]] = true;
+    }
+    return touched;
+  }
+  // Those devices' names, joined by " and ".
+  std::string DeviceName(const Chunk& c) const {
+    std::string names;
+    const std::vector<bool> touched = DevicesTouched(c);
+    for (size_t d = 0; d < touched.size(); ++d) {
+      if (touched[d]) names += (names.empty() ? "" : " and ") + lanes[d]->device->name();
+    }
+    return names;
+  }
   std::string Where(const Chunk& c) const {
     return file_paths[c.file] + " at byte " + std::to_string(c.offset) + " (" +
            std::to_string(c.length) + " bytes)";

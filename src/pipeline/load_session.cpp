@@ -76,6 +76,10 @@ class LoadSession {
   Status CreateLanes();
   // Whether the file bytes read exceed the bytes copied by more than a quarter (column slices).
   bool ReadsMoreThanItCopies() const;
+  // Whether read groups' replicas may be forwarded over peer links: every device holding a
+  // member reaches every other directly. When not, each takes every byte over its own link, and
+  // the report says so.
+  bool ForwardReplicas();
   Status AllocateDestinations();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
@@ -143,9 +147,29 @@ bool LoadSession::ReadsMoreThanItCopies() const {
   for (uint32_t i : layout_.tensors) {
     const RowStride& s = layout_.strides[i];
     const uint64_t n = dir_.tensors[i].nbytes;
-    read += s.width == 0 || n == 0 ? n : (n / s.width - 1) * s.pitch + s.width;
+    // A read group's members together read about their rows once (the columns of one tensor).
+    const bool grouped = !layout_.read_groups.empty() && layout_.read_groups[i] != 0;
+    read += s.width == 0 || n == 0 || grouped ? n : (n / s.width - 1) * s.pitch + s.width;
   }
   return read > layout_.tensor_bytes + layout_.tensor_bytes / 4;
+}
+
+bool LoadSession::ForwardReplicas() {
+  if (layout_.read_groups.empty()) return false;
+  std::vector<bool> holds(devices_.size(), false);
+  for (uint32_t i : layout_.tensors) {
+    if (layout_.read_groups[i] != 0) holds[layout_.device_of[i]] = true;
+  }
+  for (size_t a = 0; a < devices_.size(); ++a) {
+    for (size_t b = 0; b < devices_.size(); ++b) {
+      if (a == b || !holds[a] || !holds[b] || devices_[a]->CanReachPeer(*devices_[b])) continue;
+      model_->report.fallbacks.push_back(
+          devices_[a]->name() + " cannot copy to " + devices_[b]->name() +
+          " directly: each device takes every byte of a tensor it shares over its own link");
+      return false;
+    }
+  }
+  return true;
 }
 
 Status LoadSession::CreateLanes() {
@@ -265,12 +289,30 @@ Status LoadSession::Prepare() {
   if (options_.checksum && !options_.strides.empty()) {
     return Status::InvalidArgument("checksums are of whole tensors; a load by rows has none");
   }
+  if (!options_.read_groups.empty() && (options_.checksum || options_.destinations_when_needed)) {
+    return Status::InvalidArgument(
+        "tensors read once for several devices take no checksums or destinations when needed");
+  }
+  if (!options_.read_groups.empty() && options_.read_groups.size() != dir_.tensors.size()) {
+    return Status::InvalidArgument(
+        "read groups are given for " + std::to_string(options_.read_groups.size()) +
+        " tensors; the model has " + std::to_string(dir_.tensors.size()));
+  }
   job_->dir = &dir_;
   HOIST_RETURN_IF_ERROR(SelectTensors());
   if (devices_.size() > 1 || !options_.placement.empty()) model.placement = options_.placement;
   Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
   HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));
   layout_.strides = options_.strides;
+  model.strides = options_.strides;
+  layout_.read_groups = options_.read_groups;
+  layout_.forward_replicas = ForwardReplicas();
+  for (const auto& d : devices_) {
+    // GPUs' staging is portable pinned memory, and a sim's counts as pinned for every sim.
+    layout_.staging_domain.push_back(!d->capabilities().needs_pinned_staging ? 0
+                                     : d->kind() == DeviceKind::kGpu         ? 1
+                                                                             : 2);
+  }
   double plan_s = Seconds(start_);
 
   const Clock::time_point allocate_start = Clock::now();
@@ -291,7 +333,7 @@ Status LoadSession::Prepare() {
   for (size_t d = 0; d < job_->lanes.size(); ++d) {
     job_->lanes[d]->next_chunk.store(plan.first_chunk[d]);
     job_->lanes[d]->end_chunk = plan.first_chunk[d + 1];
-    job_->lanes[d]->chunks = plan.first_chunk[d + 1] - plan.first_chunk[d];
+    job_->lanes[d]->bytes = plan.device_tensor_bytes[d];
   }
   if (options_.checksum) job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
   if (options_.tensor_loaded) {
@@ -419,33 +461,43 @@ Status LoadSession::StopAndSettle() {
     std::lock_guard<std::mutex> lock(job.orphans_mutex);
     orphans.swap(job.orphans);
   }
-  auto device_index = [&](const InFlight& e) { return job.plan.chunks[e.chunk].device; };
+  // A chunk's copies may run on several devices (read groups, forwards): it is settled only
+  // when every device it touches has stopped or its copies have completed.
+  auto touches = [&](const InFlight& e, size_t d) {
+    return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
+  };
   std::vector<bool> abandoned(job.lanes.size(), false);
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     CheckedDevice& device = *job.lanes[d]->device;
-    const bool has = std::any_of(orphans.begin(), orphans.end(),
-                                 [&](const auto& e) { return device_index(*e) == d; });
+    const bool has =
+        std::any_of(orphans.begin(), orphans.end(), [&](const auto& e) { return touches(*e, d); });
     if (has && device.CanAbandon() && device.Abandon()) abandoned[d] = true;
   }
-  std::erase_if(orphans, [&](const auto& e) { return abandoned[device_index(*e)]; });
+  std::erase_if(orphans, [&](const auto& e) {
+    for (size_t d = 0; d < job.lanes.size(); ++d) {
+      if (touches(*e, d) && !abandoned[d]) return false;
+    }
+    return true;
+  });
   const Clock::time_point drain_end = Clock::now() + kDrainGrace;
   for (;;) {
     std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) { return e->AdvanceCopies(); });
     if (orphans.empty() || Clock::now() > drain_end) break;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  // A reader that has not exited may hold any of its lane's buffers: every device whose
-  // copies are unsettled, or all of them then, must stop or keep its memory.
+  // A reader that has not exited may hold any of its lane's buffers and copy to any device:
+  // every device whose copies are unsettled, or all of them then, must stop or keep its memory.
   bool leaked = false;
   for (size_t d = 0; d < job.lanes.size(); ++d) {
-    const bool unsettled = std::any_of(orphans.begin(), orphans.end(),
-                                       [&](const auto& e) { return device_index(*e) == d; }) ||
-                           (!all_exited_ && job.lanes[d]->readers > 0);
+    const bool unsettled =
+        std::any_of(orphans.begin(), orphans.end(),
+                    [&](const auto& e) { return touches(*e, d); }) ||
+        (!all_exited_ && (job.lanes[d]->readers > 0 || !job.plan.read_groups.empty()));
     if (!unsettled) continue;
     CheckedDevice& device = *job.lanes[d]->device;
     if (!device.Abandon()) {
       for (auto& o : orphans) {
-        if (device_index(*o) == d) o->buffer.Abandon();
+        if (touches(*o, d)) o->buffer.Abandon();
       }
       device.set_free_on_destroy(false);
       model_->allocations[d] = nullptr;  // leaked on purpose

@@ -70,6 +70,11 @@ struct LoadOptions {
   // Tensors read by rows (column slices; LoadRegions sets it), per directory tensor; empty:
   // none. Not with checksum.
   std::vector<RowStride> strides;
+  // Tensors read once for several devices (LoadRegions sets it; DeviceLayout::read_groups says
+  // what a group may hold), per directory tensor; empty: none. Members that are one file range
+  // on devices that reach each other directly are each sent 1/N over their own host link and
+  // the rest over the peer link. Not with checksum or destinations_when_needed.
+  std::vector<uint32_t> read_groups;
 };
 
 struct PhaseSeconds {
@@ -135,6 +140,7 @@ class LoadedModel {
   LoadReport report;
   std::vector<std::shared_ptr<CheckedDevice>> devices;
   std::vector<uint32_t> placement;  // per directory tensor: index into devices; empty: all on 0
+  std::vector<RowStride> strides;   // LoadOptions::strides: how verify finds the file's bytes
   std::vector<void*> allocations;   // per device: hoist's block, owned when non-null
   bool external_destinations = false;
 };
@@ -148,23 +154,21 @@ Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
                                           const std::shared_ptr<CheckedDevice>& device,
                                           const LoadOptions& options);
 
-// Part of a tensor seen as rows of row_bytes (its nbytes a whole number of them): rows
-// [row_begin, row_end), bytes [column_begin, column_end) of each, packed at `destination`, the
-// caller's memory on the device ((row_end - row_begin) * (column_end - column_begin) bytes).
-// Row slices are one file range; column slices read their rows' range once into staging and
-// copy only the columns to the device.
-struct TensorRegion {
-  size_t tensor = 0;  // index into the directory
-  uint64_t row_bytes = 0;
-  uint64_t row_begin = 0;
-  uint64_t row_end = 0;
-  uint64_t column_begin = 0;
-  uint64_t column_end = 0;
-  void* destination = nullptr;
-};
+// The directory a load of regions reads: its tensor i is region i, named
+// "NAME rows [a, b) bytes [c, d)", starting at the file byte of its first row's first column.
+// kInvalidArgument naming the region when one is not a region of its tensor.
+Result<TensorDirectory> RegionDirectory(const TensorDirectory& dir,
+                                        const std::vector<TensorRegion>& regions);
 
-// Loads regions of tensors into the caller's memory on one device; the result's tensor i is
-// region i. options.names, destination, strides and checksum must be unset.
+// Loads regions of tensors onto devices; the result's tensor i is region i, on
+// devices[regions[i].device]. Regions of one tensor that cover the same rows (its columns cut
+// among devices, or the whole tensor on each) are read once for all of them. Either every
+// region has a destination or none has (hoist then allocates). options.names, destination,
+// strides, read_groups and checksum must be unset.
+Result<std::unique_ptr<LoadedModel>> LoadRegions(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const std::vector<TensorRegion>& regions, const LoadOptions& options);
+// All onto one device.
 Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,
                                                  const std::shared_ptr<CheckedDevice>& device,
                                                  const std::vector<TensorRegion>& regions,
@@ -176,7 +180,8 @@ struct Mismatch {
   uint64_t file_offset = 0;
 };
 
-// Reads every loaded tensor back from the device and compares it with the file's bytes.
+// Reads every loaded tensor back from the device and compares it with the file's bytes (for a
+// tensor read by rows, model.strides says where its rows lie in the file).
 // Returns the mismatches (at most max_reported, all tensors checked), or an error: kCancelled
 // on SIGINT/SIGTERM, kFileChanged when a file is no longer the one the model was opened from.
 Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,

@@ -11,17 +11,50 @@ namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
-// Waits until entry's copies have completed and, unless only the copies are asked for, its
-// bytes are hashed; false when the load stopped first. Copies are polled (event queries), never
-// waited on blindly.
+// The queue a reader copies on to a device: its own, spread over the device's queues.
+int QueueOn(const CheckedDevice& device, int reader) { return reader % device.queues(); }
+
+// Once a chunk's copies from staging are done, starts the peer copies that forward its
+// segments from the device they landed on to their replicas'; false when none is left to start.
+bool StartForwards(LoadJob& job, InFlight& e, int reader) {
+  if (e.forwarded) return false;
+  e.forwarded = true;
+  const Chunk& c = job.plan.chunks[e.chunk];
+  bool started = false;
+  for (const Segment& s : c.segments) {
+    if (!s.forward) continue;
+    CheckedDevice& from = *job.lanes[s.device]->device;
+    unsigned char* src = job.dest[s.tensor].load(std::memory_order_acquire) + s.tensor_offset;
+    for (uint32_t r : job.plan.replicas[s.tensor]) {
+      CheckedDevice& to = *job.lanes[job.plan.device_of[r]]->device;
+      unsigned char* dst = job.dest[r].load(std::memory_order_acquire) + s.tensor_offset;
+      auto copy = from.CopyToPeerAsync(dst, to, src, s.length, QueueOn(from, reader), job.external);
+      if (!copy.ok()) {
+        job.Fail(copy.status().WithContext("forwarding " + job.Where(c) + " from " + from.name() +
+                                           " to " + to.name()));
+        return started;
+      }
+      e.copies.push_back(std::move(copy).value());
+      started = true;
+    }
+  }
+  return started;
+}
+
+// Waits until entry's copies (its forwards included) have completed and, unless only the
+// copies are asked for, its bytes are hashed; false when the load stopped first. Copies are
+// polled (event queries), never waited on blindly.
 bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e, bool copies_only = false) {
   const int64_t start_ns = NowNs();
   for (bool first = true;; first = false) {
     Status failed;
-    const bool copied = e.AdvanceCopies(&failed);
+    bool copied = e.AdvanceCopies(&failed);
     if (!failed.ok()) {
       const Chunk& c = job.plan.chunks[e.chunk];
       job.Fail(failed.WithContext("copying " + job.Where(c) + " to " + job.DeviceName(c)));
+    } else if (copied && !job.plan.replicas.empty() && !job.stop.load() &&
+               StartForwards(job, e, static_cast<int>(&me - job.readers.data()))) {
+      copied = false;
     }
     if (copied && (copies_only || e.hashed.load(std::memory_order_acquire))) {
       me.copy_chunk.store(-1);
@@ -49,18 +82,25 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e, bool copies_only 
 void Land(LoadJob& job, InFlight& e, size_t k) {
   if (!e.landed.empty() && e.landed[k]) return;
   if (!e.landed.empty()) e.landed[k] = true;
-  if (!job.tensor_loaded) return;
   const Segment& s = job.plan.chunks[e.chunk].segments[k];
-  if (job.unlanded[s.tensor].fetch_sub(s.length) == s.length) job.tensor_loaded(s.tensor);
+  const int64_t now = NowNs();
+  auto land = [&](uint32_t tensor, uint32_t device) {
+    Lane& to = *job.lanes[device];
+    if (to.landed_bytes.fetch_add(s.length) + s.length == to.bytes) to.finished_ns.store(now);
+    if (job.tensor_loaded && job.unlanded[tensor].fetch_sub(s.length) == s.length) {
+      job.tensor_loaded(tensor);
+    }
+  };
+  land(s.tensor, s.device);
+  if (!s.forward) return;
+  for (uint32_t r : job.plan.replicas[s.tensor]) land(r, job.plan.device_of[r]);
 }
 
-void Retire(LoadJob& job, Lane& lane, InFlight& e) {
-  const int64_t now = NowNs();
+void Retire(LoadJob& job, InFlight& e) {
   for (size_t k = 0; k < job.plan.chunks[e.chunk].segments.size(); ++k) Land(job, e, k);
   job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
   job.chunks_done.fetch_add(1);
-  job.last_progress_ns.store(now);
-  if (lane.chunks_done.fetch_add(1) + 1 == lane.chunks) lane.finished_ns.store(now);
+  job.last_progress_ns.store(NowNs());
 }
 
 // Asks the caller for tensor's destination, or waits while another reader does (one call per
@@ -101,8 +141,6 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   LoadJob& job = *job_ptr;
   ReaderState& me = job.readers[static_cast<size_t>(reader)];
   Lane& lane = *job.lanes[me.lane];
-  CheckedDevice& device = *lane.device;
-  const int queue = (reader - lane.first_reader) % device.queues();
   const uint64_t max_copy = lane.pool->max_copy_bytes();
   std::deque<std::shared_ptr<InFlight>> mine;  // this reader's chunks in flight, oldest first
   bool stopped = false;
@@ -119,7 +157,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
         stopped = true;
         break;
       }
-      Retire(job, lane, *mine.front());
+      Retire(job, *mine.front());
       buffer = std::move(mine.front()->buffer);
       mine.pop_front();
     }
@@ -142,7 +180,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     entry->chunk = index;
     entry->buffer = std::move(*buffer);
     // A copy started joins the chunk's; one that could not start fails the load.
-    auto keep = [&](Result<std::unique_ptr<CopyHandle>> copy) {
+    auto keep = [&](Result<std::unique_ptr<CopyHandle>> copy, const CheckedDevice& device) {
       if (!copy.ok()) {
         job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
       } else {
@@ -161,6 +199,8 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
           continue;
         }
         if (started != nullptr) (*started)[k] = true;
+        CheckedDevice& device = *job.lanes[s.device]->device;
+        const int queue = QueueOn(device, reader);
         if (s.rows > 0) {  // rows of a column slice: as many per copy as max_copy spans
           const RowStride& stride = job.plan.strides[s.tensor];
           const uint64_t per_copy =
@@ -171,7 +211,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
                 device.CopyRowsToDeviceAsync(dest + s.tensor_offset + r * stride.width,
                                              data.value() + s.chunk_offset + r * stride.pitch,
                                              stride.width, n, stride.pitch, queue, job.external);
-            keep(std::move(copy));
+            keep(std::move(copy), device);
           }
           continue;
         }
@@ -180,7 +220,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
           auto copy =
               device.CopyToDeviceAsync(dest + s.tensor_offset + off,
                                        data.value() + s.chunk_offset + off, n, queue, job.external);
-          keep(std::move(copy));
+          keep(std::move(copy), device);
         }
       }
       return missing;
@@ -209,7 +249,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
         entry->landed.resize(c.segments.size(), false);
         hash();
         while (!mine.empty() && WaitUntilDone(job, me, *mine.front())) {
-          Retire(job, lane, *mine.front());
+          Retire(job, *mine.front());
           mine.pop_front();
         }
         if (!mine.empty() || !WaitUntilDone(job, me, *entry, /*copies_only=*/true)) {
@@ -235,7 +275,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
   }
   while (!stopped && !mine.empty()) {
     if (!WaitUntilDone(job, me, *mine.front())) break;
-    Retire(job, lane, *mine.front());
+    Retire(job, *mine.front());
     mine.pop_front();
   }
   if (!mine.empty()) {

@@ -1,7 +1,9 @@
 #include "plan/load_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <string>
 
 #include "base/units.h"
 
@@ -37,8 +39,11 @@ void PlanRows(const TensorEntry& t, uint32_t index, uint32_t device, const RowSt
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t at = 0; at < s.width; at += chunk_bytes) {
         const uint64_t n = std::min(chunk_bytes, s.width - at);
-        plan.chunks.push_back(
-            {device, t.file, t.offset + r * s.pitch + at, n, {{index, 0, r * s.width + at, n, 0}}});
+        plan.chunks.push_back({device,
+                               t.file,
+                               t.offset + r * s.pitch + at,
+                               n,
+                               {{index, 0, r * s.width + at, n, 0, device}}});
         plan.read_bytes += n;
       }
     }
@@ -52,9 +57,165 @@ void PlanRows(const TensorEntry& t, uint32_t index, uint32_t device, const RowSt
                            t.file,
                            t.offset + r * s.pitch,
                            length,
-                           {{index, 0, r * s.width, n * s.width, n}}});
+                           {{index, 0, r * s.width, n * s.width, n, device}}});
     plan.read_bytes += length;
   }
+}
+
+// One tensor's contiguous range, cut into chunks read by `device`'s readers.
+void PlanRange(const TensorEntry& t, uint32_t index, uint32_t device, uint64_t chunk_bytes,
+               LoadPlan& plan) {
+  for (uint64_t at = 0; at < t.nbytes; at += chunk_bytes) {
+    const uint64_t n = std::min(chunk_bytes, t.nbytes - at);
+    plan.chunks.push_back({device, t.file, t.offset + at, n, {{index, 0, at, n, 0, device}}});
+    plan.read_bytes += n;
+  }
+}
+
+// Chunks of a read group not yet given to a device's readers.
+constexpr uint32_t kUnassigned = UINT32_MAX;
+// Forwarded pieces start on this boundary: whole pages for the DMA engines.
+constexpr uint64_t kPieceAlignment = 4096;
+
+// Whether device `lane`'s staging may feed copies to `device`.
+bool StagingServes(const LoadPlan& plan, uint32_t lane, uint32_t device) {
+  if (plan.staging_domain.empty() || lane == device) return true;
+  return plan.staging_domain[device] == 0 ||
+         plan.staging_domain[device] == plan.staging_domain[lane];
+}
+
+// The devices whose staging may feed every one of the members' devices and which have
+// readers.
+std::vector<uint32_t> ReadersFor(const LoadPlan& plan, const std::vector<uint32_t>& members) {
+  std::vector<uint32_t> lanes;
+  for (uint32_t lane = 0; lane < plan.allocation_bytes.size(); ++lane) {
+    if (plan.device_tensor_bytes[lane] == 0) continue;
+    const bool serves = std::all_of(members.begin(), members.end(), [&](uint32_t i) {
+      return StagingServes(plan, lane, plan.device_of[i]);
+    });
+    if (serves) lanes.push_back(lane);
+  }
+  return lanes;
+}
+
+// A read group's chunks: its members' file ranges read once, each chunk's bytes copied to every
+// member that covers them (or, forwarding, 1/N to each and on from there). Its chunks are left
+// for the devices' readers that ReadersFor allows.
+Status PlanGroup(const TensorDirectory& dir, const std::vector<uint32_t>& members,
+                 uint64_t chunk_bytes, bool forward, LoadPlan& plan) {
+  const TensorEntry& first = dir.tensors[members[0]];
+  auto fail = [&](const std::string& why) {
+    return Status::InvalidArgument("read group of '" + first.name + "': " + why);
+  };
+  auto stride = [&](uint32_t i) { return plan.strides.empty() ? RowStride{} : plan.strides[i]; };
+  bool any_strided = false;
+  bool same_range = true;
+  uint64_t begin = UINT64_MAX;
+  uint64_t end = 0;
+  for (uint32_t i : members) {
+    const TensorEntry& t = dir.tensors[i];
+    if (t.file != first.file) return fail("its members lie in different files");
+    any_strided = any_strided || stride(i).width != 0;
+    same_range = same_range && t.offset == first.offset && t.nbytes == first.nbytes;
+    begin = std::min(begin, t.offset);
+    end = std::max(end, t.offset + t.nbytes);
+  }
+  const uint32_t file = first.file;
+  auto each_alone = [&] {
+    for (uint32_t i : members) {
+      if (stride(i).width != 0) {
+        PlanRows(dir.tensors[i], i, plan.device_of[i], stride(i), chunk_bytes, plan);
+      } else {
+        PlanRange(dir.tensors[i], i, plan.device_of[i], chunk_bytes, plan);
+      }
+    }
+  };
+  if (ReadersFor(plan, members).empty()) {
+    // No device's staging may feed all of them (host memory and a GPU's pinned memory, for
+    // a device that needs pinned memory): each member is read for its own device.
+    each_alone();
+    return Status::Ok();
+  }
+  if (!any_strided) {
+    std::vector<uint32_t> devices;
+    for (uint32_t i : members) devices.push_back(plan.device_of[i]);
+    std::sort(devices.begin(), devices.end());
+    const bool distinct = std::adjacent_find(devices.begin(), devices.end()) == devices.end();
+    const bool forwarding = forward && same_range && distinct;
+    if (forwarding) {
+      for (uint32_t i : members) {
+        for (uint32_t j : members) {
+          if (j != i) plan.replicas[i].push_back(j);
+        }
+      }
+    }
+    const uint64_t count = members.size();
+    for (uint64_t at = begin; at < end; at += chunk_bytes) {
+      const uint64_t n = std::min(chunk_bytes, end - at);
+      Chunk c{kUnassigned, file, at, n, {}};
+      if (forwarding) {
+        const uint64_t piece = AlignUp((n + count - 1) / count, kPieceAlignment);
+        for (uint64_t k = 0; k < count && k * piece < n; ++k) {
+          const uint32_t i = members[k];
+          c.segments.push_back({i, k * piece, at - begin + k * piece,
+                                std::min(piece, n - k * piece), 0, plan.device_of[i], true});
+        }
+      } else {
+        for (uint32_t i : members) {
+          const TensorEntry& t = dir.tensors[i];
+          const uint64_t from = std::max(at, t.offset);
+          const uint64_t to = std::min(at + n, t.offset + t.nbytes);
+          if (from >= to) continue;
+          c.segments.push_back({i, from - at, from - t.offset, to - from, 0, plan.device_of[i]});
+        }
+      }
+      plan.read_bytes += n;
+      plan.chunks.push_back(std::move(c));
+    }
+    return Status::Ok();
+  }
+  // Rows at one pitch: every member covers the same rows, each its own columns (a contiguous
+  // member covers whole rows).
+  uint64_t pitch = 0;
+  for (uint32_t i : members) {
+    if (stride(i).width == 0) continue;
+    if (pitch != 0 && stride(i).pitch != pitch) return fail("its rows lie at different pitches");
+    pitch = stride(i).pitch;
+  }
+  uint64_t rows = 0;
+  uint64_t span_end = 0;
+  for (uint32_t i : members) {
+    const TensorEntry& t = dir.tensors[i];
+    const uint64_t width = stride(i).width != 0 ? stride(i).width : pitch;
+    if (t.nbytes % width != 0) return fail("'" + t.name + "' is not whole rows");
+    const uint64_t n = t.nbytes / width;
+    if (rows != 0 && n != rows) return fail("its members have different numbers of rows");
+    rows = n;
+    span_end = std::max(span_end, t.offset + width);
+  }
+  const uint64_t span = span_end - begin;
+  if (span > pitch) return fail("its members do not share rows");
+  if (span > chunk_bytes) {
+    each_alone();  // rows wider than a chunk
+    return Status::Ok();
+  }
+  const uint64_t per_chunk = (chunk_bytes - span) / pitch + 1;
+  for (uint64_t r = 0; r < rows; r += per_chunk) {
+    const uint64_t n = std::min(per_chunk, rows - r);
+    Chunk c{kUnassigned, file, begin + r * pitch, (n - 1) * pitch + span, {}};
+    for (uint32_t i : members) {
+      const TensorEntry& t = dir.tensors[i];
+      const uint64_t width = stride(i).width;
+      if (width != 0) {
+        c.segments.push_back({i, t.offset - begin, r * width, n * width, n, plan.device_of[i]});
+      } else {
+        c.segments.push_back({i, t.offset - begin, r * pitch, n * pitch, 0, plan.device_of[i]});
+      }
+    }
+    plan.read_bytes += c.length;
+    plan.chunks.push_back(std::move(c));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,11 +268,23 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
                                      std::to_string(dir.tensors[i].nbytes) + " bytes");
     }
   }
+  // Read groups of two or more members are planned apart; a group of one is an ordinary tensor.
+  std::map<uint32_t, std::vector<uint32_t>> groups;
+  for (uint32_t i : plan.tensors) {
+    if (!plan.read_groups.empty() && plan.read_groups[i] != 0 && dir.tensors[i].nbytes > 0) {
+      groups[plan.read_groups[i]].push_back(i);
+    }
+  }
+  std::erase_if(groups, [](const auto& g) { return g.second.size() < 2; });
+  std::vector<bool> in_group(dir.tensors.size(), false);
+  for (const auto& [id, members] : groups) {
+    for (uint32_t i : members) in_group[i] = true;
+  }
   // Extents: runs of tensors bound for one device, in one file, whose ranges touch or nearly
   // touch; a tensor read by rows is an extent of its own.
   std::vector<uint32_t> order;
   for (uint32_t i : plan.tensors) {
-    if (dir.tensors[i].nbytes > 0) order.push_back(i);
+    if (dir.tensors[i].nbytes > 0 && !in_group[i]) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     const TensorEntry& x = dir.tensors[a];
@@ -119,7 +292,6 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
     if (plan.device_of[a] != plan.device_of[b]) return plan.device_of[a] < plan.device_of[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
   });
-  plan.first_chunk.assign(plan.allocation_bytes.size() + 1, 0);
   size_t i = 0;
   while (i < order.size()) {
     if (strided(order[i])) {
@@ -152,7 +324,7 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
         const uint64_t pos = t.offset + done;
         Chunk& c = plan.chunks[first_chunk + (pos - begin) / chunk_bytes];
         const uint64_t length = std::min(t.nbytes - done, c.offset + c.length - pos);
-        c.segments.push_back({index, pos - c.offset, done, length});
+        c.segments.push_back({index, pos - c.offset, done, length, 0, device});
         done += length;
       }
     }
@@ -160,6 +332,47 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
       plan.read_bytes += plan.chunks[c].length;
     i = j;
   }
+  // Each group chunk goes to the readers of the device with the least read for its share
+  // (readers are spread by the devices' bytes).
+  const size_t planned = plan.chunks.size();
+  if (!plan.forward_replicas || groups.empty()) {
+    plan.forward_replicas = false;
+  } else {
+    plan.replicas.assign(dir.tensors.size(), {});
+  }
+  for (const auto& [id, members] : groups) {
+    HOIST_RETURN_IF_ERROR(PlanGroup(dir, members, chunk_bytes, plan.forward_replicas, plan));
+  }
+  const size_t devices = plan.allocation_bytes.size();
+  std::vector<double> assigned(devices, 0);
+  for (size_t k = 0; k < planned; ++k) {
+    assigned[plan.chunks[k].device] += static_cast<double>(plan.chunks[k].length);
+  }
+  for (size_t k = planned; k < plan.chunks.size(); ++k) {
+    Chunk& c = plan.chunks[k];
+    if (c.device != kUnassigned) {
+      assigned[c.device] += static_cast<double>(c.length);
+      continue;
+    }
+    // Forwards copy device to device: only the segments read the staging.
+    std::vector<uint32_t> targets;
+    for (const Segment& s : c.segments) targets.push_back(s.tensor);
+    double best = 0;
+    for (uint32_t d : ReadersFor(plan, targets)) {
+      const auto share = static_cast<double>(plan.device_tensor_bytes[d]);
+      const double load = (assigned[d] + static_cast<double>(c.length)) / share;
+      if (c.device == kUnassigned || load < best) {
+        c.device = d;
+        best = load;
+      }
+    }
+    assigned[c.device] += static_cast<double>(c.length);
+  }
+  std::stable_sort(plan.chunks.begin(), plan.chunks.end(), [](const Chunk& a, const Chunk& b) {
+    if (a.device != b.device) return a.device < b.device;
+    return a.file != b.file ? a.file < b.file : a.offset < b.offset;
+  });
+  plan.first_chunk.assign(devices + 1, 0);
   // first_chunk[d + 1] counts the chunks of devices up to d.
   for (const Chunk& c : plan.chunks) ++plan.first_chunk[c.device + 1];
   for (size_t d = 1; d < plan.first_chunk.size(); ++d) {

@@ -251,6 +251,78 @@ TEST(CApiTest, SeveralDevicesByLayersOrByAnExplicitPlacement) {
   hoist_model_close(model);
 }
 
+TEST(CApiTest, ATensorSplitOrReplicasAsPartsLoadedByHoistOrIntoTheCallersMemory) {
+  hoist::testing::TempDir tmp;
+  hoist::SampleSpec spec;
+  spec.format = "safetensors";
+  spec.target_bytes = 4 << 20;
+  ASSERT_TRUE(hoist::WriteSampleModel(tmp.File("m.safetensors"), spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(tmp.File("m.safetensors").c_str(), &model), HOIST_OK);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim,sim";
+  for (const char* split : {"tensor", "replicate"}) {
+    SCOPED_TRACE(split);
+    size_t count = 0;
+    ASSERT_EQ(hoist_model_split(model, &options, split, nullptr, 0, &count), HOIST_OK)
+        << hoist_last_error();
+    ASSERT_GT(count, hoist_model_tensor_count(model));
+    std::vector<hoist_part> parts(count);
+    ASSERT_EQ(hoist_model_split(model, &options, split, parts.data(), parts.size(), &count),
+              HOIST_OK);
+    hoist_loaded* loaded = nullptr;
+    ASSERT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded), HOIST_OK)
+        << hoist_last_error();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      EXPECT_EQ(hoist_loaded_tensor_device(loaded, i), static_cast<int>(parts[i].device));
+      EXPECT_NE(hoist_loaded_tensor(loaded, i), nullptr);
+    }
+    EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+    hoist_loaded_free(loaded);
+  }
+  // Into the caller's memory: host memory for a "host,host" pair of devices, compared with the
+  // file's bytes of each part.
+  options.device = "host,host";
+  size_t count = 0;
+  ASSERT_EQ(hoist_model_split(model, &options, "tensor", nullptr, 0, &count), HOIST_OK);
+  std::vector<hoist_part> parts(count);
+  ASSERT_EQ(hoist_model_split(model, &options, "tensor", parts.data(), count, &count), HOIST_OK);
+  std::vector<std::vector<unsigned char>> memory;
+  for (hoist_part& p : parts) {
+    memory.emplace_back((p.row_end - p.row_begin) * (p.column_end - p.column_begin));
+    p.destination = memory.back().data();
+  }
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded), HOIST_OK)
+      << hoist_last_error();
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+  hoist_loaded_free(loaded);
+  std::ifstream file(tmp.File("m.safetensors"), std::ios::binary);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    hoist_tensor_info t{};
+    ASSERT_EQ(hoist_model_tensor(model, parts[i].tensor, &t), HOIST_OK);
+    const hoist_part& p = parts[i];
+    const uint64_t width = p.column_end - p.column_begin;
+    std::vector<unsigned char> row(width);
+    for (uint64_t r = p.row_begin; r < p.row_end; ++r) {
+      file.seekg(static_cast<std::streamoff>(t.offset + r * p.row_bytes + p.column_begin));
+      file.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(width));
+      ASSERT_EQ(std::memcmp(row.data(), memory[i].data() + (r - p.row_begin) * width, width), 0)
+          << t.name << " part " << i << " row " << r;
+    }
+  }
+  // A split that is neither, a part for a device the options do not name.
+  EXPECT_EQ(hoist_model_split(model, &options, "diagonal", nullptr, 0, &count),
+            HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' gives no parts: tensor or replicate");
+  parts[0].device = 2;
+  EXPECT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded),
+            HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "region 0 is for device 2; the load has 2");
+  hoist_model_close(model);
+}
+
 // An engine built against hoist 0.1's header passes the smaller struct it knew: accepted, the
 // fields it lacks unset; a struct_size below that is refused.
 TEST(CApiTest, OptionsFromTheFirstVersionAreAccepted) {

@@ -1,6 +1,7 @@
 // `hoist load|verify|inspect --device A,B,...`: one model across several devices.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -71,6 +72,66 @@ TEST_F(MultiDeviceCliTest, AFailingDeviceFailsTheLoadNamingIt) {
   auto r = RunHoist({"load", model_, "--device", "host,sim:fail_copy_after=1MiB", "--quiet"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_NE(r.err.find("to sim"), std::string::npos) << r.err;
+}
+
+TEST_F(MultiDeviceCliTest, ATensorSplitAndReplicasVerifyByteExactOnEveryDevice) {
+  auto plan = RunHoist({"inspect", model_, "--device", "sim,sim", "--split", "tensor"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("placement (tensor split):\n  sim: "), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("cut by rows: "), std::string::npos) << plan.out;
+  for (const char* split : {"tensor", "replicate"}) {
+    SCOPED_TRACE(split);
+    auto r =
+        RunHoist({"verify", model_, "--device", "sim,sim", "--split", split, "--json", "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["verified"].get<bool>());
+    ASSERT_EQ(j["devices"].size(), 2u);
+    const uint64_t model_bytes = j["read_bytes"].get<uint64_t>();
+    const uint64_t on0 = j["devices"][0]["bytes"].get<uint64_t>();
+    const uint64_t on1 = j["devices"][1]["bytes"].get<uint64_t>();
+    if (std::string(split) == "replicate") {
+      EXPECT_EQ(on0, model_bytes);  // each byte read once, landed on both
+      EXPECT_EQ(on1, model_bytes);
+    } else {
+      EXPECT_LT(on0, model_bytes * 6 / 10);  // about half each, norms on both
+      EXPECT_LT(on1, model_bytes * 6 / 10);
+    }
+  }
+  // A plan file: everything whole on the second device but the q projections, cut by rows.
+  const std::string plan_file = tmp_.File("plan.json");
+  std::ofstream(plan_file) << R"({"*attn_q*": "rows", "*": 1})";
+  auto planned = RunHoist({"verify", model_, "--device", "sim,sim", "--split", "tensor",
+                           "--split-plan", plan_file, "--json", "--quiet"});
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json p = nlohmann::json::parse(planned.out);
+  EXPECT_LT(p["devices"][0]["bytes"].get<uint64_t>(), p["devices"][1]["bytes"].get<uint64_t>());
+}
+
+TEST_F(MultiDeviceCliTest, ASplitRefusesWhatItCannotDoWithAClearError) {
+  const std::string plan_file = tmp_.File("bad.json");
+  std::ofstream(plan_file) << R"({"*": "diagonal"})";
+  auto bad = RunHoist({"load", model_, "--device", "sim,sim", "--split", "tensor", "--split-plan",
+                       plan_file, "--quiet"});
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find(plan_file + ": \"*\": \"diagonal\" is not \"rows\""), std::string::npos)
+      << bad.err;
+  auto layer_plan = RunHoist({"load", model_, "--device", "sim,sim", "--split-plan", plan_file});
+  EXPECT_EQ(layer_plan.exit_code, 1);
+  EXPECT_NE(layer_plan.err.find("--split-plan is for --split tensor"), std::string::npos)
+      << layer_plan.err;
+  auto checksum = RunHoist(
+      {"load", model_, "--device", "sim,sim", "--split", "replicate", "--checksum", "--quiet"});
+  EXPECT_EQ(checksum.exit_code, 1);
+  EXPECT_NE(checksum.err.find("--split replicate takes no --checksum"), std::string::npos)
+      << checksum.err;
+  auto full =
+      RunHoist({"load", model_, "--device", "sim:mem=8MiB,sim", "--split", "replicate", "--quiet"});
+  EXPECT_EQ(full.exit_code, 4) << full.err;
+  EXPECT_NE(full.err.find(" on sim, which has 8.00 MiB free; every device holds the whole "
+                          "model when replicated"),
+            std::string::npos)
+      << full.err;
 }
 
 }  // namespace

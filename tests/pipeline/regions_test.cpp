@@ -179,7 +179,7 @@ TEST_F(RegionsTest, RegionsOutOfTheirTensorAreRefusedNamingTheRule) {
       {{i, row_bytes, 0, 1, 4, row_bytes + 1, &dummy},
        of + ": bytes [4, " + std::to_string(row_bytes + 1) + ") are not a range of its " +
            std::to_string(row_bytes) + "-byte rows"},
-      {{i, row_bytes, 0, 1, 0, 1, nullptr}, of + ": no destination"},
+      {{i, row_bytes, 0, 1, 0, 1, &dummy, 1}, "region 0 is for device 1; the load has 1"},
   };
   for (const Case& c : cases) {
     auto model = LoadRegions(dir_, Device("host"), {c.region}, {});

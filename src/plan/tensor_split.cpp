@@ -1,0 +1,236 @@
+#include "plan/tensor_split.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "format/dtypes.h"
+
+namespace hoist {
+namespace {
+
+bool GlobMatch(const std::string& pattern, const std::string& name) {
+  size_t p = 0;
+  size_t n = 0;
+  size_t star = std::string::npos;  // the last '*' seen, and where in name it resumed
+  size_t resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::vector<std::string> Components(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    parts.push_back(name.substr(start, dot - start));
+    start = dot + 1;
+  }
+  parts.push_back(name.substr(start));
+  return parts;
+}
+
+// Bytes of the smallest whole piece of a row: an element, or a quantization block.
+uint64_t ColumnGranule(const TensorEntry& t) {
+  if (const GgmlType* g = FindGgmlTypeByName(t.dtype); g != nullptr) return g->block_bytes;
+  if (const SafetensorsDtype* d = FindSafetensorsDtype(t.dtype); d != nullptr && d->bits >= 8) {
+    return d->bits / 8;
+  }
+  return 1;
+}
+
+// Where device d's range of `units` ends, by cumulative share.
+std::vector<uint64_t> Boundaries(uint64_t units, const std::vector<double>& shares) {
+  const double total = std::accumulate(shares.begin(), shares.end(), 0.0);
+  std::vector<uint64_t> ends;
+  double cumulative = 0;
+  for (double s : shares) {
+    cumulative += s;
+    ends.push_back(static_cast<uint64_t>(
+        std::llround(static_cast<double>(units) * std::min(1.0, cumulative / total))));
+  }
+  ends.back() = units;
+  return ends;
+}
+
+}  // namespace
+
+const char* CutName(Cut cut) {
+  switch (cut) {
+    case Cut::kRows:
+      return "rows";
+    case Cut::kColumns:
+      return "columns";
+    case Cut::kReplicate:
+      return "replicate";
+    case Cut::kOneDevice:
+      return "device";
+  }
+  return "unknown";
+}
+
+Cut DefaultCut(const std::string& name) {
+  static const std::set<std::string> by_rows = {
+      "q_proj",        "k_proj", "v_proj", "gate_proj", "up_proj", "embed_tokens",
+      "lm_head",       "wq",     "wk",     "wv",        "w1",      "w3",
+      "attn_q",        "attn_k", "attn_v", "ffn_gate",  "ffn_up",  "token_embd",
+      "tok_embeddings"};
+  static const std::set<std::string> by_columns = {"o_proj", "down_proj",   "wo",
+                                                   "w2",     "attn_output", "ffn_down"};
+  const std::vector<std::string> parts = Components(name);
+  const bool bias = parts.back() == "bias";
+  if (name == "output.weight" || name == "output.bias") return Cut::kRows;
+  for (const std::string& part : parts) {
+    if (by_rows.count(part) != 0) return Cut::kRows;
+    if (by_columns.count(part) != 0) return bias ? Cut::kReplicate : Cut::kColumns;
+  }
+  return Cut::kReplicate;
+}
+
+Result<std::vector<CutRule>> ParseCutRules(const std::string& json_text, const std::string& path,
+                                           uint32_t devices) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Status::InvalidArgument(path + ": not JSON at byte " + std::to_string(e.byte) +
+                                   ": a plan is one object of pattern: cut");
+  }
+  if (!j.is_object()) {
+    return Status::InvalidArgument(path + ": a plan is one JSON object of pattern: cut");
+  }
+  std::vector<CutRule> rules;
+  for (const auto& [pattern, value] : j.items()) {
+    CutRule rule{pattern, Cut::kReplicate, 0};
+    if (value.is_string() && value == "rows") {
+      rule.cut = Cut::kRows;
+    } else if (value.is_string() && value == "columns") {
+      rule.cut = Cut::kColumns;
+    } else if (value.is_string() && value == "replicate") {
+      rule.cut = Cut::kReplicate;
+    } else if (value.is_number_unsigned() && value.get<uint64_t>() < devices) {
+      rule.cut = Cut::kOneDevice;
+      rule.device = value.get<uint32_t>();
+    } else {
+      return Status::InvalidArgument(path + ": \"" + pattern + "\": " + value.dump() +
+                                     " is not \"rows\", \"columns\", \"replicate\" or a device "
+                                     "index below " +
+                                     std::to_string(devices));
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+std::vector<CutRule> ChooseCuts(const TensorDirectory& dir, const std::vector<CutRule>& rules) {
+  std::vector<CutRule> cuts;
+  cuts.reserve(dir.tensors.size());
+  for (const TensorEntry& t : dir.tensors) {
+    auto rule = std::find_if(rules.begin(), rules.end(),
+                             [&](const CutRule& r) { return GlobMatch(r.pattern, t.name); });
+    cuts.push_back(rule != rules.end() ? *rule : CutRule{"", DefaultCut(t.name), 0});
+  }
+  return cuts;
+}
+
+Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
+                                             const std::vector<CutRule>& cuts,
+                                             const std::vector<double>& shares) {
+  if (cuts.size() != dir.tensors.size()) {
+    return Status::InvalidArgument("cuts are given for " + std::to_string(cuts.size()) +
+                                   " tensors; the model has " + std::to_string(dir.tensors.size()));
+  }
+  if (shares.empty()) return Status::InvalidArgument("a tensor split needs a device");
+  for (double s : shares) {
+    if (!(s > 0) || !std::isfinite(s)) {
+      return Status::InvalidArgument(
+          "a device's share of a tensor split must be a positive number");
+    }
+  }
+  const auto devices = static_cast<uint32_t>(shares.size());
+  std::vector<TensorRegion> regions;
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    const TensorEntry& t = dir.tensors[i];
+    const CutRule& cut = cuts[i];
+    if (cut.cut == Cut::kOneDevice && cut.device >= devices) {
+      return Status::InvalidArgument("tensor '" + t.name + "' is placed on device " +
+                                     std::to_string(cut.device) + "; there are " +
+                                     std::to_string(devices));
+    }
+    if (t.nbytes == 0) continue;
+    uint64_t rows = 1;
+    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+    const bool whole_rows = rows > 0 && t.nbytes % rows == 0;
+    const uint64_t row_bytes = whole_rows ? t.nbytes / rows : t.nbytes;
+    if (!whole_rows) rows = 1;
+    const uint64_t granule = ColumnGranule(t);
+    Cut how = cut.cut;
+    // A vector is cut along its one dimension, whichever the rule names.
+    if (rows == 1 && how == Cut::kRows) how = Cut::kColumns;
+    const uint64_t units = how == Cut::kRows ? rows
+                           : how == Cut::kColumns
+                               ? (row_bytes % granule == 0 ? row_bytes / granule : 0)
+                               : 0;
+    if ((how == Cut::kRows || how == Cut::kColumns) && (units < devices || !whole_rows)) {
+      how = Cut::kReplicate;
+    }
+    switch (how) {
+      case Cut::kOneDevice:
+        regions.push_back({i, row_bytes, 0, rows, 0, row_bytes, nullptr, cut.device});
+        break;
+      case Cut::kReplicate:
+        for (uint32_t d = 0; d < devices; ++d) {
+          regions.push_back({i, row_bytes, 0, rows, 0, row_bytes, nullptr, d});
+        }
+        break;
+      case Cut::kRows:
+      case Cut::kColumns: {
+        const std::vector<uint64_t> ends = Boundaries(units, shares);
+        uint64_t begin = 0;
+        for (uint32_t d = 0; d < devices; ++d) {
+          if (ends[d] > begin) {
+            if (how == Cut::kRows) {
+              regions.push_back({i, row_bytes, begin, ends[d], 0, row_bytes, nullptr, d});
+            } else {
+              regions.push_back(
+                  {i, row_bytes, 0, rows, begin * granule, ends[d] * granule, nullptr, d});
+            }
+          }
+          begin = ends[d];
+        }
+        break;
+      }
+    }
+  }
+  return regions;
+}
+
+std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t devices) {
+  std::vector<TensorRegion> regions;
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    const TensorEntry& t = dir.tensors[i];
+    if (t.nbytes == 0) continue;
+    for (uint32_t d = 0; d < devices; ++d) {
+      regions.push_back({i, t.nbytes, 0, 1, 0, t.nbytes, nullptr, d});
+    }
+  }
+  return regions;
+}
+
+}  // namespace hoist
