@@ -234,6 +234,12 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     split="layer" (consecutive layers per device, embeddings with the first, the head with the
     last) in proportion to tensor_split (one share per device) or to their free memory; each
     tensor comes back on its device. hoist.placement(path, devices) says where each would go.
+    split="tensor" cuts each weight among the devices (tensor parallel: attention q/k/v, MLP
+    gate/up, embeddings and head by rows; attention output and MLP down by columns; the rest
+    whole on each), in proportion to tensor_split (default equal); split="replicate" puts every
+    tensor on every device, each file byte read once. Both return one {name: tensor} per
+    device, in the order given, each holding that device's part of every tensor (rows or
+    columns of the weight, as narrow() would give them).
 
     names: the tensors to load (default all). progress: True for a bar on a terminal, or a
     callable(done_bytes, total_bytes) that returns False to cancel (CancelledError).
@@ -250,6 +256,8 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
         if name not in model.tensors:
             raise TensorNotFoundError(f"{model.path}: no tensor named '{name}'")
     placement = None
+    if isinstance(device, (list, tuple)) and split in ("tensor", "replicate"):
+        return _load_parts(model, device, wanted, split, tensor_split, progress, options)
     if isinstance(device, (list, tuple)):
         names_and_devices = [hoist_device(d) for d in device]
         hoist_name = ",".join(n for n, _ in names_and_devices)
@@ -288,9 +296,90 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     return out
 
 
+def _part_shape(model, name, part):
+    """The shape of a part (tensor, row_bytes, r0, r1, c0, c1, device) of tensor `name`: its
+    rows of the load shape, or its columns in elements."""
+    _, row_bytes, r0, r1, c0, c1, _ = part
+    shape = list(model.load_shape(name))
+    rows = r1 - r0
+    if c1 - c0 == row_bytes and r0 == 0 and rows == model.tensors[name].nbytes // row_bytes:
+        return tuple(shape)
+    if not shape:
+        return (c1 - c0,)
+    element = row_bytes // shape[-1] if shape[-1] else 1
+    if c1 - c0 != row_bytes:  # columns (of every row, or of a vector's one row)
+        return tuple(shape[:-1] + [(c1 - c0) // element])
+    inner = 1
+    for d in shape[1:-1]:
+        inner *= d
+    if len(shape) >= 2 and r0 % inner == 0 and rows % inner == 0:
+        return tuple([rows // inner] + shape[1:])
+    return (rows, shape[-1])
+
+
+def _load_parts(model, devices, wanted, split, tensor_split, progress, options):
+    names_and_devices = [hoist_device(d) for d in devices]
+    hoist_name = ",".join(n for n, _ in names_and_devices)
+    torch_devices = [d for _, d in names_and_devices]
+    shares = [] if tensor_split is None else [float(s) for s in tensor_split]
+    names = list(model.tensors)
+    keep = set(wanted)
+    parts = [p for p in model._native.split(hoist_name, split, shares) if names[p[0]] in keep]
+    torch = _torch()
+    out = [{} for _ in devices]
+    addresses = []
+    for part in parts:
+        name = names[part[0]]
+        shape = _part_shape(model, name, part)
+        if torch is not None:
+            try:
+                t = torch.empty(shape, dtype=torch_dtype(model, name), device=torch_devices[part[6]])
+            except RuntimeError as e:
+                raise DeviceError(f"{model.path}: cannot allocate part of tensor '{name}' on "
+                                  f"{torch_devices[part[6]]}: {e}", "device error") from e
+            address = t.data_ptr()
+        else:
+            import numpy
+            dtype = "uint8" if model.is_quantized(name) else _NUMPY_DTYPES[model.tensors[name].dtype]
+            t = numpy.empty(shape, dtype=dtype)
+            address = t.ctypes.data
+        out[part[6]][name] = t
+        addresses.append((part, address))
+    for name in wanted:  # zero-byte tensors have no parts: empty on every device
+        if model.tensors[name].nbytes == 0:
+            for d, dev in enumerate(torch_devices):
+                out[d][name] = (torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
+                                            device=dev) if torch is not None else None)
+    if torch is not None:
+        for dev in set(torch_devices):
+            if dev.type == "cuda":
+                torch.cuda.current_stream(dev).synchronize()
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
+    if options.get("checksum"):
+        raise HoistError(f"split {split!r} takes no checksum: verify compares every part",
+                         "invalid argument")
+    callback = _progress_callback(progress)
+    try:
+        if addresses:
+            model._native.load_parts(
+                addresses, hoist_name, callback,
+                threads=options.get("threads", 0),
+                chunk_bytes=_mib_bytes(options, "chunk_mib"),
+                staging_bytes=_mib_bytes(options, "staging_mib"),
+                stall_timeout_s=float(options.get("stall_timeout", 0.0)),
+                direct_io=bool(options.get("direct_io", False)))
+    finally:
+        if isinstance(callback, (ProgressBar, _TqdmBar)):
+            callback.close()
+    return out
+
+
 def _place(model, hoist_names, split, tensor_split):
     if split != "layer":
-        raise HoistError(f"split {split!r} is not supported: layer", "invalid argument")
+        raise HoistError(f"split {split!r} is not supported: layer, tensor or replicate",
+                         "invalid argument")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     return model._native.place(hoist_names, shares)
 

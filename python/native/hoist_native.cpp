@@ -287,6 +287,63 @@ class Model {
     return device_of;
   }
 
+  // How `split` ("tensor" or "replicate") places the model on `devices` (joined by commas):
+  // one (tensor index, row bytes, first row, end row, first column byte, end column byte,
+  // device index) per part.
+  using PartTuple = std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
+  std::vector<PartTuple> Split(const std::string& devices, const std::string& split,
+                               const std::vector<double>& shares) {
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = devices.c_str();
+    if (!shares.empty()) {
+      options.split_shares = shares.data();
+      options.split_share_count = shares.size();
+    }
+    std::vector<hoist_part> parts;
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release release;
+      size_t count = 0;
+      status = hoist_model_split(model_.get(), &options, split.c_str(), nullptr, 0, &count);
+      if (status == HOIST_OK) {
+        parts.resize(count);
+        status = hoist_model_split(model_.get(), &options, split.c_str(), parts.data(), count,
+                                   &count);
+      }
+    }
+    if (status != HOIST_OK) Raise(status);
+    std::vector<PartTuple> out;
+    out.reserve(parts.size());
+    for (const hoist_part& p : parts) {
+      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin,
+                       p.column_end, p.device);
+    }
+    return out;
+  }
+
+  // Loads parts (a PartTuple and an address on its device each) onto `devices` in one load;
+  // returns the report.
+  std::string LoadParts(const std::vector<std::pair<PartTuple, uintptr_t>>& parts,
+                        const std::string& devices, const py::object& progress, int threads,
+                        uint64_t chunk_bytes, uint64_t staging_bytes, double stall_timeout_s,
+                        bool direct_io) {
+    std::vector<hoist_part> native;
+    native.reserve(parts.size());
+    for (const auto& [part, address] : parts) {
+      const auto& [tensor, row_bytes, r0, r1, c0, c1, device] = part;
+      native.push_back(
+          {tensor, row_bytes, r0, r1, c0, c1, device, reinterpret_cast<void*>(address)});
+    }
+    LoadCall call;
+    call.progress = progress;
+    hoist_load_options options =
+        LoadOptions(devices, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
+    return RunLoad(call, [&](hoist_loaded** out) {
+      return hoist_load_parts(model_.get(), &options, native.data(), native.size(), out);
+    });
+  }
+
   // Loads regions of tensors, (tensor index, row bytes, first row, end row, first column
   // byte, end column byte, address), into the given addresses on `device`; returns the report.
   using RegionTuple =
@@ -388,6 +445,11 @@ PYBIND11_MODULE(_native, m) {
            py::arg("checksum") = false, py::arg("direct_io") = false,
            py::arg("placement") = std::vector<uint32_t>{})
       .def("place", &Model::Place, py::arg("devices"), py::arg("shares"))
+      .def("split", &Model::Split, py::arg("devices"), py::arg("split"), py::arg("shares"))
+      .def("load_parts", &Model::LoadParts, py::arg("parts"), py::arg("devices"),
+           py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
+           py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
+           py::arg("direct_io") = false)
       .def("load_regions", &Model::LoadRegions, py::arg("regions"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
