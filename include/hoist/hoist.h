@@ -158,6 +158,12 @@ typedef struct hoist_part {
 hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
                                const char* split, hoist_part* parts, size_t capacity,
                                size_t* count);
+/* The parts `split` gives `devices` devices (device: 0 to devices - 1), as hoist_model_split
+ * does, without opening a device or checking memory: what one rank of a job that runs a process
+ * per device takes its share from (the parts with device == its rank). */
+hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
+                             const double* shares, size_t share_count, hoist_part* parts,
+                             size_t capacity, size_t* count);
 /* Loads parts onto the options' devices in one load: parts that cover the same rows of a tensor
  * (its columns cut among devices, or the whole tensor on each) are read once for all of them,
  * and whole tensors on several GPUs that reach each other go 1/N over each host link and on
@@ -166,6 +172,19 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
  * placement, checksum and destinations_when_needed must be unset. */
 hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
                               const hoist_part* parts, size_t count, hoist_loaded** out);
+/* Rank mode's exchange, the job's own (ncclAllGather, MPI_Allgather): fill `block`
+ * (world * chunk_bytes bytes on this rank's device) with every rank's chunk r at
+ * r * chunk_bytes; this rank's own is in place. Return 0, or nonzero to fail the load. */
+typedef int (*hoist_all_gather_fn)(void* user, void* block, uint64_t chunk_bytes);
+/* Rank `rank` of a job of `world` processes, one device each (the options' device): loads this
+ * rank's parts of `split` ("tensor" or "replicate", cut as hoist_model_cut cuts for `world`
+ * devices with split_shares). Its slices are read; each tensor every rank holds whole is read
+ * 1/world by each rank and gathered by all_gather (called once, on the calling thread, with
+ * `user`). hoist_loaded_tensor(loaded, i) is this rank's part i, in hoist_model_cut's order of
+ * the parts whose device is `rank`; hoist_loaded_verify compares them with the file. */
+hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* options,
+                             const char* split, uint32_t rank, uint32_t world,
+                             hoist_all_gather_fn all_gather, void* user, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
 /* The index, in the options' device list, of the device that holds tensor `index`; -1 if it
  * was not loaded. */

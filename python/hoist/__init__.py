@@ -225,7 +225,7 @@ def fill(model, destinations, device, progress=None, placement=None, **options):
 
 
 def load_file(path, device="cpu", names=None, progress=None, split="layer", tensor_split=None,
-              **options):
+              process_group=None, **options):
     """Loads a model's tensors: {name: torch.Tensor} (numpy arrays without torch) on `device`,
     with the keys, dtypes, shapes and values `safetensors.torch.load_file` gives. Block-
     quantized GGUF tensors come back as uint8 [rows, bytes_per_row].
@@ -240,6 +240,12 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     tensor on every device, each file byte read once. Both return one {name: tensor} per
     device, in the order given, each holding that device's part of every tensor (rows or
     columns of the weight, as narrow() would give them).
+
+    process_group (a torch.distributed group; rank mode, in a job that runs one process per
+    device, torchrun's): this rank's part of split="tensor" (or every tensor, "replicate") on
+    `device` ("cuda": the current GPU). The rank reads only its slices and 1/N of the tensors
+    every rank holds whole, then the group all-gathers those (NCCL on GPUs, gloo on CPUs).
+    Returns {name: tensor} of this rank's parts. Every rank must call it.
 
     names: the tensors to load (default all). progress: True for a bar on a terminal, or a
     callable(done_bytes, total_bytes) that returns False to cancel (CancelledError).
@@ -256,6 +262,9 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
         if name not in model.tensors:
             raise TensorNotFoundError(f"{model.path}: no tensor named '{name}'")
     placement = None
+    if process_group is not None:
+        return _load_rank(model, device, wanted, split, tensor_split, process_group, progress,
+                          options)
     if isinstance(device, (list, tuple)) and split in ("tensor", "replicate"):
         return _load_parts(model, device, wanted, split, tensor_split, progress, options)
     if isinstance(device, (list, tuple)):
@@ -373,6 +382,106 @@ def _load_parts(model, devices, wanted, split, tensor_split, progress, options):
     finally:
         if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()
+    return out
+
+
+def _new_tensor(model, name, shape, device):
+    torch = _torch()
+    try:
+        return torch.empty(shape, dtype=torch_dtype(model, name), device=device)
+    except RuntimeError as e:
+        raise DeviceError(f"{model.path}: cannot allocate tensor '{name}' on {device}: {e}",
+                          "device error") from e
+
+
+def _load_rank(model, device, wanted, split, tensor_split, group, progress, options):
+    """Rank mode: this rank's slices and its 1/N of the whole tensors, loaded in one load; the
+    whole tensors then all-gathered through the group from one flat buffer."""
+    torch = _torch()
+    if torch is None:
+        raise HoistError("rank mode needs torch (torch.distributed)", "invalid argument")
+    import torch.distributed as dist
+    if split not in ("tensor", "replicate"):
+        raise HoistError(f"rank mode takes split 'tensor' or 'replicate', not {split!r}",
+                         "invalid argument")
+    if isinstance(device, (list, tuple)):
+        raise TypeError("rank mode loads onto one device per process: give it as a string")
+    if device == "cuda":
+        device = f"cuda:{torch.cuda.current_device()}"
+    hoist_name, torch_device = hoist_device(device)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    shares = [] if tensor_split is None else [float(s) for s in tensor_split]
+    names = list(model.tensors)
+    keep = set(wanted)
+    parts = [p for p in model._native.cut(split, world, shares) if names[p[0]] in keep]
+    pieces = {}
+    for p in parts:
+        pieces.setdefault(p[0], []).append(p)
+
+    def whole(p):
+        return p[2] == 0 and p[4] == 0 and p[5] == p[1] and p[3] * p[1] == model.tensors[names[p[0]]].nbytes
+
+    # Tensors every rank holds whole are read 1/N by each rank into one flat buffer (each at a
+    # 256-byte boundary, so that every dtype can view it), then all-gathered.
+    shared = [t for t, ps in pieces.items() if len(ps) == world and all(whole(p) for p in ps)]
+    offsets, size = {}, 0
+    for t in shared:
+        offsets[t] = size
+        size += (model.tensors[names[t]].nbytes + 255) // 256 * 256
+    chunk = ((size + world - 1) // world + 255) // 256 * 256
+    flat = torch.empty(chunk * world, dtype=torch.uint8, device=torch_device)
+    out, addresses = {}, []
+    for t, ps in pieces.items():
+        if t in offsets:
+            continue
+        for p in ps:
+            if p[6] != rank:
+                continue
+            name = names[t]
+            tensor = _new_tensor(model, name, _part_shape(model, name, p), torch_device)
+            out[name] = tensor
+            addresses.append((p[:6] + (0,), tensor.data_ptr()))
+    mine_begin, mine_end = rank * chunk, (rank + 1) * chunk
+    for t in shared:
+        n = model.tensors[names[t]].nbytes
+        begin, end = max(offsets[t], mine_begin), min(offsets[t] + n, mine_end)
+        if begin < end:
+            addresses.append(((t, n, 0, 1, begin - offsets[t], end - offsets[t], 0),
+                              flat.data_ptr() + begin))
+    if torch_device.type == "cuda":
+        torch.cuda.current_stream(torch_device).synchronize()
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
+    if options.get("checksum"):
+        raise HoistError("rank mode takes no checksum", "invalid argument")
+    callback = _progress_callback(progress)
+    try:
+        if addresses:
+            model._native.load_parts(
+                addresses, hoist_name, callback,
+                threads=options.get("threads", 0),
+                chunk_bytes=_mib_bytes(options, "chunk_mib"),
+                staging_bytes=_mib_bytes(options, "staging_mib"),
+                stall_timeout_s=float(options.get("stall_timeout", 0.0)),
+                direct_io=bool(options.get("direct_io", False)))
+    finally:
+        if isinstance(callback, (ProgressBar, _TqdmBar)):
+            callback.close()
+    if size:
+        chunks = list(flat.split(chunk))
+        if dist.get_backend(group) != "gloo" and hasattr(dist, "all_gather_into_tensor"):
+            dist.all_gather_into_tensor(flat, chunks[rank], group=group)
+        else:  # gloo gathers into a list, from a buffer of its own
+            dist.all_gather(chunks, chunks[rank].clone(), group=group)
+    for t in shared:
+        name = names[t]
+        n = model.tensors[name].nbytes
+        view = flat[offsets[t]:offsets[t] + n].view(torch_dtype(model, name))
+        out[name] = view.view(model.load_shape(name))
+    for name in wanted:
+        if model.tensors[name].nbytes == 0:
+            out[name] = _new_tensor(model, name, model.load_shape(name), torch_device)
     return out
 
 

@@ -308,16 +308,37 @@ class Model {
       status = hoist_model_split(model_.get(), &options, split.c_str(), nullptr, 0, &count);
       if (status == HOIST_OK) {
         parts.resize(count);
-        status = hoist_model_split(model_.get(), &options, split.c_str(), parts.data(), count,
-                                   &count);
+        status =
+            hoist_model_split(model_.get(), &options, split.c_str(), parts.data(), count, &count);
       }
     }
     if (status != HOIST_OK) Raise(status);
     std::vector<PartTuple> out;
     out.reserve(parts.size());
     for (const hoist_part& p : parts) {
-      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin,
-                       p.column_end, p.device);
+      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
+                       p.device);
+    }
+    return out;
+  }
+
+  // The parts `split` gives `devices` devices, without opening any (a rank's share of a job).
+  std::vector<PartTuple> Cut(const std::string& split, uint32_t devices,
+                             const std::vector<double>& shares) {
+    size_t count = 0;
+    hoist_status status = hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(),
+                                          shares.size(), nullptr, 0, &count);
+    std::vector<hoist_part> parts(count);
+    if (status == HOIST_OK) {
+      status = hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(), shares.size(),
+                               parts.data(), count, &count);
+    }
+    if (status != HOIST_OK) Raise(status);
+    std::vector<PartTuple> out;
+    out.reserve(parts.size());
+    for (const hoist_part& p : parts) {
+      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
+                       p.device);
     }
     return out;
   }
@@ -337,8 +358,8 @@ class Model {
     }
     LoadCall call;
     call.progress = progress;
-    hoist_load_options options =
-        LoadOptions(devices, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
+    hoist_load_options options = LoadOptions(devices, threads, chunk_bytes, staging_bytes,
+                                             stall_timeout_s, direct_io, &call);
     return RunLoad(call, [&](hoist_loaded** out) {
       return hoist_load_parts(model_.get(), &options, native.data(), native.size(), out);
     });
@@ -446,6 +467,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("placement") = std::vector<uint32_t>{})
       .def("place", &Model::Place, py::arg("devices"), py::arg("shares"))
       .def("split", &Model::Split, py::arg("devices"), py::arg("split"), py::arg("shares"))
+      .def("cut", &Model::Cut, py::arg("split"), py::arg("devices"), py::arg("shares"))
       .def("load_parts", &Model::LoadParts, py::arg("parts"), py::arg("devices"),
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,

@@ -130,6 +130,24 @@ hoist::Result<std::vector<uint32_t>> Placement(
                              "give it a smaller share (hoist_load_options.split_shares)");
 }
 
+// The options every load takes (checked by the caller with CheckLoadOptions). The callbacks
+// hold copies of what they call: a reader left behind by a stuck read may outlive the call.
+hoist::LoadOptions CommonLoadOptions(const hoist_load_options& o) {
+  hoist::LoadOptions lo;
+  lo.threads = o.threads;
+  lo.chunk_bytes = o.chunk_bytes;
+  lo.staging_bytes = o.staging_bytes;
+  if (o.stall_timeout_s != 0) lo.stall_timeout_s = o.stall_timeout_s;  // NaN, < 0: refused
+  lo.checksum = o.checksum != 0;
+  lo.io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
+  if (o.progress != nullptr) {
+    lo.progress = [fn = o.progress, user = o.progress_user](const hoist::LoadProgress& p) {
+      return fn(user, p.copied_bytes, p.total_bytes) == 0;
+    };
+  }
+  return lo;
+}
+
 // regions: a load of regions (hoist_load_regions, one device) or of parts (hoist_load_parts,
 // `parts` set) when not null.
 hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
@@ -141,13 +159,7 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
   if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
   auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
   if (!devices.ok()) return Fail(devices.status());
-  hoist::LoadOptions lo;
-  lo.threads = o.threads;
-  lo.chunk_bytes = o.chunk_bytes;
-  lo.staging_bytes = o.staging_bytes;
-  if (o.stall_timeout_s != 0) lo.stall_timeout_s = o.stall_timeout_s;  // NaN, < 0: refused below
-  lo.checksum = o.checksum != 0;
-  lo.io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
+  hoist::LoadOptions lo = CommonLoadOptions(o);
   if (o.names == nullptr && o.name_count != 0)
     return Invalid("names is NULL but name_count is not 0");
   for (size_t i = 0; o.names != nullptr && i < o.name_count; ++i) {
@@ -157,13 +169,6 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
     lo.names.emplace_back(o.names[i]);
   }
   if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
-  // The callbacks hold copies of what they call: a reader left behind by a stuck read may
-  // outlive this frame.
-  if (o.progress != nullptr) {
-    lo.progress = [fn = o.progress, user = o.progress_user](const hoist::LoadProgress& p) {
-      return fn(user, p.copied_bytes, p.total_bytes) == 0;
-    };
-  }
   if (o.tensor_loaded != nullptr) {
     lo.tensor_loaded = [fn = o.tensor_loaded, user = o.tensor_loaded_user](size_t index) {
       fn(user, index);
@@ -328,6 +333,53 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
   });
 }
 
+namespace {
+
+// The parts `split` gives `devices` devices, by the built-in rules.
+hoist::Result<std::vector<hoist::TensorRegion>> Cut(const hoist::TensorDirectory& dir,
+                                                    const char* split, uint32_t devices,
+                                                    const double* shares, size_t share_count) {
+  if (std::strcmp(split, "replicate") == 0) return hoist::ReplicateTensors(dir, devices);
+  if (std::strcmp(split, "tensor") != 0) {
+    return hoist::Status::InvalidArgument("split '" + std::string(split) +
+                                          "' gives no parts: tensor or replicate");
+  }
+  std::vector<double> weights(devices, 1.0);
+  if (share_count != 0) {
+    if (share_count != devices) {
+      return hoist::Status::InvalidArgument(std::to_string(share_count) + " shares for " +
+                                            std::to_string(devices) + " devices");
+    }
+    weights.assign(shares, shares + share_count);
+  }
+  return hoist::CutTensors(dir, hoist::ChooseCuts(dir, {}), weights);
+}
+
+}  // namespace
+
+hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
+                             const double* shares, size_t share_count, hoist_part* parts,
+                             size_t capacity, size_t* count) {
+  if (model == nullptr || split == nullptr || count == nullptr) {
+    return Invalid("model, split and count must not be NULL");
+  }
+  if (parts == nullptr && capacity != 0) return Invalid("parts is NULL but capacity is not 0");
+  if (shares == nullptr && share_count != 0)
+    return Invalid("shares is NULL but share_count is not 0");
+  if (devices == 0) return Invalid("devices must be at least 1");
+  return Guarded([&] {
+    auto cut = Cut(model->dir, split, devices, shares, share_count);
+    if (!cut.ok()) return Fail(cut.status());
+    *count = cut->size();
+    for (size_t i = 0; i < cut->size() && i < capacity; ++i) {
+      const hoist::TensorRegion& r = (*cut)[i];
+      parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
+                  r.column_begin, r.column_end, r.device,    nullptr};
+    }
+    return HOIST_OK;
+  });
+}
+
 hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
                               const hoist_part* parts, size_t count, hoist_loaded** out) {
   if (parts == nullptr && count != 0) return Invalid("parts is NULL but count is not 0");
@@ -340,6 +392,48 @@ hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* opti
                          p.column_end, p.destination, p.device});
     }
     return LoadImpl(model, options, nullptr, nullptr, out, &regions, /*parts=*/true);
+  });
+}
+
+hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* options,
+                             const char* split, uint32_t rank, uint32_t world,
+                             hoist_all_gather_fn all_gather, void* user, hoist_loaded** out) {
+  if (model == nullptr || split == nullptr || all_gather == nullptr || out == nullptr) {
+    return Invalid("model, split, all_gather and out must not be NULL");
+  }
+  return Guarded([&] {
+    hoist_load_options o;
+    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
+    if (o.names != nullptr || o.placement != nullptr || o.checksum != 0 ||
+        o.destinations_when_needed != 0) {
+      return Invalid("rank mode takes no names, placement, checksum or destinations_when_needed");
+    }
+    auto cut = Cut(model->dir, split, world == 0 ? 1 : world, o.split_shares, o.split_share_count);
+    if (!cut.ok()) return Fail(cut.status());
+    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+    if (!devices.ok()) return Fail(devices.status());
+    if (devices->size() != 1) return Invalid("rank mode loads onto one device per process");
+    const hoist::LoadOptions lo = CommonLoadOptions(o);
+    if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
+    const hoist::AllGather exchange = [all_gather, user](void* block, uint64_t chunk_bytes) {
+      if (all_gather(user, block, chunk_bytes) != 0) {
+        return hoist::Status::DeviceError("the all-gather callback failed");
+      }
+      return hoist::Status::Ok();
+    };
+    std::vector<hoist::TensorRegion> mine;
+    auto loaded =
+        hoist::LoadRank(model->dir, devices->front(), *cut, rank, world, exchange, lo, &mine);
+    if (!loaded.ok()) return Fail(loaded.status());
+    auto parts = hoist::RegionDirectory(model->dir, mine);
+    if (!parts.ok()) return Fail(parts.status());
+    auto result = std::make_unique<hoist_loaded>();
+    result->model = model;
+    result->parts = std::make_unique<hoist::TensorDirectory>(std::move(parts).value());
+    result->loaded = std::move(loaded).value();
+    result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
+    *out = result.release();
+    return HOIST_OK;
   });
 }
 

@@ -174,6 +174,25 @@ Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,
                                                  const std::vector<TensorRegion>& regions,
                                                  const LoadOptions& options);
 
+// Rank mode's exchange: fills block (world * chunk_bytes bytes on this rank's device) with
+// every rank's chunk r at r * chunk_bytes, this rank's own already in place (an in-place
+// all-gather: ncclAllGather, MPI_Allgather, torch.distributed). Called once, on the loading
+// thread.
+using AllGather = std::function<Status(void* block, uint64_t chunk_bytes)>;
+
+// Rank `rank` of a job of `world` processes, one device each: loads this rank's parts of `cut`
+// (the parts with device == rank of a split for `world` devices) onto device. Its slices are
+// read; the tensors every rank holds whole are read 1/world by each rank into one flat block
+// and all-gathered. *mine: this rank's parts, in cut order (device 0, no destination); the
+// result's tensor i is mine[i], in one block hoist owns (verify it against
+// RegionDirectory(dir, *mine)).
+Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
+                                              const std::shared_ptr<CheckedDevice>& device,
+                                              const std::vector<TensorRegion>& cut, uint32_t rank,
+                                              uint32_t world, const AllGather& all_gather,
+                                              const LoadOptions& options,
+                                              std::vector<TensorRegion>* mine);
+
 struct Mismatch {
   std::string tensor;
   uint64_t tensor_offset = 0;  // first differing byte inside the tensor

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "format/sample_model.h"
@@ -320,6 +324,112 @@ TEST(CApiTest, ATensorSplitOrReplicasAsPartsLoadedByHoistOrIntoTheCallersMemory)
   EXPECT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded),
             HOIST_INVALID_ARGUMENT);
   EXPECT_STREQ(hoist_last_error(), "region 0 is for device 2; the load has 2");
+  hoist_model_close(model);
+}
+
+// Ranks of one job as threads, each with its own host device; their all-gather copies the
+// other ranks' chunks out of their blocks (what ncclAllGather does between GPUs).
+class ThreadAllGather {
+ public:
+  explicit ThreadAllGather(uint32_t world) : blocks_(world, nullptr) {}
+
+  // Registers rank's block, waits for every rank's, copies theirs in, waits until all have.
+  int Gather(uint32_t rank, void* block, uint64_t chunk) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    blocks_[rank] = static_cast<unsigned char*>(block);
+    Arrive(lock);
+    for (uint32_t r = 0; r < blocks_.size(); ++r) {
+      if (r != rank) std::memcpy(blocks_[rank] + r * chunk, blocks_[r] + r * chunk, chunk);
+    }
+    Arrive(lock);  // nobody frees its block while another still reads it
+    return 0;
+  }
+
+ private:
+  void Arrive(std::unique_lock<std::mutex>& lock) {
+    const uint64_t round = round_;
+    if (++arrived_ == blocks_.size()) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return round_ != round; });
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<unsigned char*> blocks_;
+  size_t arrived_ = 0;
+  uint64_t round_ = 0;
+};
+
+TEST(CApiTest, RankModeLoadsEachRanksSlicesAndGathersTheWholeTensors) {
+  hoist::testing::TempDir tmp;
+  hoist::SampleSpec spec;
+  spec.format = "gguf";
+  spec.target_bytes = 4 << 20;
+  ASSERT_TRUE(hoist::WriteSampleModel(tmp.File("m.gguf"), spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(tmp.File("m.gguf").c_str(), &model), HOIST_OK);
+  for (const char* split : {"tensor", "replicate"}) {
+    SCOPED_TRACE(split);
+    constexpr uint32_t kWorld = 3;
+    size_t count = 0;
+    ASSERT_EQ(hoist_model_cut(model, split, kWorld, nullptr, 0, nullptr, 0, &count), HOIST_OK);
+    std::vector<hoist_part> cut(count);
+    ASSERT_EQ(hoist_model_cut(model, split, kWorld, nullptr, 0, cut.data(), count, &count),
+              HOIST_OK);
+    ThreadAllGather exchange(kWorld);
+    struct Rank {
+      ThreadAllGather* exchange;
+      uint32_t rank;
+    };
+    std::vector<std::thread> ranks;
+    std::vector<std::string> failures(kWorld);
+    for (uint32_t rank = 0; rank < kWorld; ++rank) {
+      ranks.emplace_back([&, rank] {
+        hoist_load_options options;
+        hoist_load_options_init(&options);
+        options.device = "host";
+        Rank me{&exchange, rank};
+        auto gather = [](void* user, void* block, uint64_t chunk) {
+          auto* r = static_cast<Rank*>(user);
+          return r->exchange->Gather(r->rank, block, chunk);
+        };
+        hoist_loaded* loaded = nullptr;
+        if (hoist_load_rank(model, &options, split, rank, kWorld, gather, &me, &loaded) !=
+            HOIST_OK) {
+          failures[rank] = hoist_last_error();
+          return;
+        }
+        // This rank's parts, in the cut's order, each equal to the file's bytes.
+        size_t i = 0;
+        for (const hoist_part& p : cut) {
+          if (p.device != rank) continue;
+          if (hoist_loaded_tensor(loaded, i) == nullptr) failures[rank] += "missing part ";
+          ++i;
+        }
+        if (hoist_loaded_verify(loaded, nullptr) != HOIST_OK) failures[rank] += hoist_last_error();
+        hoist_loaded_free(loaded);
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (uint32_t rank = 0; rank < kWorld; ++rank) EXPECT_EQ(failures[rank], "") << rank;
+  }
+  // A failing exchange fails the load, and the rank's block is freed (ASan would say).
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host";
+  hoist_loaded* loaded = nullptr;
+  auto refuse = [](void*, void*, uint64_t) { return 1; };
+  EXPECT_EQ(hoist_load_rank(model, &options, "replicate", 0, 2, refuse, nullptr, &loaded),
+            HOIST_DEVICE_ERROR);
+  EXPECT_NE(std::strstr(hoist_last_error(), "the all-gather callback failed"), nullptr)
+      << hoist_last_error();
+  EXPECT_EQ(hoist_load_rank(model, &options, "tensor", 2, 2, refuse, nullptr, &loaded),
+            HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "rank 2 of 2 is not a rank of the job");
   hoist_model_close(model);
 }
 

@@ -1,0 +1,119 @@
+// Rank mode: in a job that runs one process per device, each rank loads its slices of a split
+// and 1/N of the tensors every rank holds whole into one flat block, and the caller's
+// all-gather (NCCL, MPI, torch.distributed: the job's own exchange) fills in the rest.
+#include <map>
+#include <vector>
+
+#include "base/units.h"
+#include "pipeline/loader.h"
+
+namespace hoist {
+
+Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
+                                              const std::shared_ptr<CheckedDevice>& device,
+                                              const std::vector<TensorRegion>& cut, uint32_t rank,
+                                              uint32_t world, const AllGather& all_gather,
+                                              const LoadOptions& options,
+                                              std::vector<TensorRegion>* mine) {
+  if (world == 0 || rank >= world) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                                   " is not a rank of the job");
+  }
+  if (!all_gather) return Status::InvalidArgument("rank mode needs an all-gather");
+  std::map<size_t, std::vector<const TensorRegion*>> pieces;
+  for (const TensorRegion& r : cut) {
+    if (r.tensor >= dir.tensors.size() || r.device >= world) {
+      return Status::InvalidArgument("a part of the cut names tensor " + std::to_string(r.tensor) +
+                                     " on device " + std::to_string(r.device));
+    }
+    pieces[r.tensor].push_back(&r);
+  }
+  auto whole = [&](const TensorRegion& r) {
+    return r.row_begin == 0 && r.column_begin == 0 && r.column_end == r.row_bytes &&
+           r.row_end * r.row_bytes == dir.tensors[r.tensor].nbytes;
+  };
+  // Tensors whole on every rank go to the flat block, each at a 256-byte boundary.
+  std::map<size_t, uint64_t> flat_offset;
+  uint64_t flat_bytes = 0;
+  for (const auto& [tensor, ps] : pieces) {
+    bool shared = ps.size() == world;
+    for (const TensorRegion* r : ps) shared = shared && whole(*r);
+    if (!shared) continue;
+    flat_offset[tensor] = flat_bytes;
+    flat_bytes += AlignUp(dir.tensors[tensor].nbytes, kDeviceAlignment);
+  }
+  const uint64_t chunk = AlignUp((flat_bytes + world - 1) / world, kDeviceAlignment);
+  // The block: this rank's own slices, then the flat block of world chunks.
+  mine->clear();
+  std::vector<uint64_t> offset;  // per part of mine: where it lives in the block
+  uint64_t own_bytes = 0;
+  for (const TensorRegion& r : cut) {
+    if (r.device != rank) continue;
+    mine->push_back(r);
+    mine->back().device = 0;
+    mine->back().destination = nullptr;
+    if (flat_offset.count(r.tensor) != 0) {
+      offset.push_back(UINT64_MAX);  // in the flat block
+      continue;
+    }
+    own_bytes = AlignUp(own_bytes, kDeviceAlignment);
+    offset.push_back(own_bytes);
+    own_bytes += (r.row_end - r.row_begin) * (r.column_end - r.column_begin);
+  }
+  const uint64_t flat_start = AlignUp(own_bytes, kDeviceAlignment);
+  HOIST_ASSIGN_OR_RETURN(void* block, device->AllocateDevice(flat_start + chunk * world));
+  auto* base = static_cast<unsigned char*>(block);
+  auto fail = [&](Status s) {
+    (void)device->FreeDevice(block);
+    return s;
+  };
+  // What this rank reads: its slices, and its chunk of the flat block.
+  std::vector<TensorRegion> reads;
+  for (size_t i = 0; i < mine->size(); ++i) {
+    if (offset[i] == UINT64_MAX) continue;
+    reads.push_back((*mine)[i]);
+    reads.back().destination = base + offset[i];
+  }
+  const uint64_t begin = static_cast<uint64_t>(rank) * chunk;
+  const uint64_t end = begin + chunk;
+  for (const auto& [tensor, at] : flat_offset) {
+    const uint64_t n = dir.tensors[tensor].nbytes;
+    const uint64_t from = std::max(at, begin);
+    const uint64_t to = std::min(at + n, end);
+    if (from >= to) continue;
+    reads.push_back({tensor, n, 0, 1, from - at, to - at, base + flat_start + from, 0});
+  }
+  std::unique_ptr<LoadedModel> model;
+  if (!reads.empty()) {
+    auto loaded = LoadRegions(dir, device, reads, options);
+    if (!loaded.ok()) return fail(loaded.status());
+    model = std::move(loaded).value();
+  } else {
+    model = std::make_unique<LoadedModel>();
+    model->devices = {device};
+    model->report.device = device->name();
+  }
+  if (flat_bytes > 0) {
+    if (Status s = all_gather(base + flat_start, chunk); !s.ok()) {
+      return fail(s.WithContext("the all-gather of the tensors every rank holds"));
+    }
+  }
+  // The result: tensor i is part i of mine, in the block hoist owns.
+  model->pointers.clear();
+  model->strides.assign(mine->size(), {});
+  for (size_t i = 0; i < mine->size(); ++i) {
+    const TensorRegion& r = (*mine)[i];
+    model->pointers.push_back(offset[i] == UINT64_MAX ? base + flat_start + flat_offset[r.tensor]
+                                                      : base + offset[i]);
+    const uint64_t width = r.column_end - r.column_begin;
+    if (width != r.row_bytes && r.row_end - r.row_begin > 1)
+      model->strides[i] = {width, r.row_bytes};
+  }
+  model->loaded_mask.assign(mine->size(), true);
+  model->placement.clear();
+  model->external_destinations = false;
+  model->allocations = {block};
+  return model;
+}
+
+}  // namespace hoist
