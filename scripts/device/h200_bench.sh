@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#PARTS[@]} -gt 0 ] || { echo "usage: $0 python|stream|reference|sweep|bench... [--size SIZE]" >&2; exit 64; }
 BIN=${HOIST_BIN:-.device}
+case $BIN in /*) ;; *) BIN=$PWD/$BIN ;; esac
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
 DEVICE=${HOIST_DEVICE:-cuda:0}
@@ -46,19 +47,8 @@ if [ ! -f "$MODEL" ]; then
 fi
 $BIN/hoist inspect "$MODEL" | tail -6 | tee -a "$OUT/log.txt"
 
-build_python() {
-  [ -f build-py/python/hoist/__init__.py ] && [ -z "${REBUILD:-}" ] && return 0
-  log "building the Python module here"
-  start=$(date +%s)
-  cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
-    -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$PWD/$BIN/include" \
-    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
-    >"$OUT/cmake.txt" 2>&1 || { tail -30 "$OUT/cmake.txt"; return 1; }
-  cmake --build build-py -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1 \
-    || { tail -40 "$OUT/build.txt"; return 1; }
-  echo "built in $(( $(date +%s) - start )) s" | tee -a "$OUT/log.txt"
-}
+# shellcheck source=scripts/device/build_python.sh
+source scripts/device/build_python.sh
 
 python_part() {
   build_python || return 1

@@ -2,7 +2,8 @@
 # Runs on the two-GPU machine: one model loaded onto both GPUs split by layers, split by
 # tensor (tensor parallel) and replicated, against the one-GPU load, the both-links copy
 # ceiling, the page-cache read and the raw O_DIRECT read measured in the same run, warm and
-# cold, every mode verified byte-exact once; the peers in the same run: two independent
+# cold, every mode verified byte-exact once; rank mode under torchrun (NCCL); the peers in the
+# same run: two independent
 # `hoist load` processes and safetensors' per-rank get_slice (what vLLM does by default).
 # Prepare here with `bash scripts/device/prepare.sh`, then the device tool (kind
 # nvidia-h200-x2) with carry [".device"]: bash scripts/device/multi_gpu.sh
@@ -70,6 +71,14 @@ settle
 wait
 log "peers, warm: safetensors get_slice per rank (vLLM's default), two processes"
 timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks 2 | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
+
+log "rank mode: torchrun --nproc-per-node 2, hoist.load_file(process_group=WORLD) over NCCL"
+# shellcheck source=scripts/device/build_python.sh
+source scripts/device/build_python.sh
+if build_python; then
+  PYTHONPATH=$PWD/build-py/python timeout 300 torchrun --nproc-per-node 2 \
+    scripts/device/rank_mode_probe.py "$MODEL" 2>>"$OUT/log.txt" | tee "$OUT/rank-mode.jsonl" | tee -a "$OUT/log.txt"
+fi
 
 if [ "$COLD" = 1 ]; then
   log "cold: the raw O_DIRECT read, then each mode with --io direct after drop_caches"

@@ -61,6 +61,15 @@ tp = load("peer-safetensors-tp.json")
 if "wall_s" in tp:
     print(f"peer: safetensors get_slice per rank, 2 processes: {tp['wall_s']:.3f} s, "
           f"{model_bytes / tp['wall_s'] / 1e9:.2f} GB/s of model bytes")
+try:
+    with open(os.path.join(out, "rank-mode.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            print(f"rank mode {r['split']} round {r['round']}: {r['gbps']:.2f} GB/s of model bytes "
+                  f"over {r['wall_s']:.3f} s on {r['ranks']} ranks"
+                  + (f", mismatches={r['mismatches']}" if r["checked"] else ""))
+except (OSError, ValueError) as e:
+    print(f"rank mode: {e}")
 for mode in ("one", "layer", "tensor", "replicate"):
     j = load(f"cold-{mode}.json")
     if "wall_s" in j:
