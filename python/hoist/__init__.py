@@ -363,26 +363,32 @@ def _load_parts(model, devices, wanted, split, tensor_split, progress, options):
         for dev in set(torch_devices):
             if dev.type == "cuda":
                 torch.cuda.current_stream(dev).synchronize()
+    _fill_parts(model, addresses, hoist_name, progress, options, f"split {split!r}")
+    return out
+
+
+def _fill_parts(model, addresses, hoist_name, progress, options, what):
+    """Loads parts [((tensor, row_bytes, r0, r1, c0, c1, device), address)] in one load."""
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
     if options.get("checksum"):
-        raise HoistError(f"split {split!r} takes no checksum: verify compares every part",
+        raise HoistError(f"{what} takes no checksum: verify compares every part",
                          "invalid argument")
+    if not addresses:
+        return
     callback = _progress_callback(progress)
     try:
-        if addresses:
-            model._native.load_parts(
-                addresses, hoist_name, callback,
-                threads=options.get("threads", 0),
-                chunk_bytes=_mib_bytes(options, "chunk_mib"),
-                staging_bytes=_mib_bytes(options, "staging_mib"),
-                stall_timeout_s=float(options.get("stall_timeout", 0.0)),
-                direct_io=bool(options.get("direct_io", False)))
+        model._native.load_parts(
+            addresses, hoist_name, callback,
+            threads=options.get("threads", 0),
+            chunk_bytes=_mib_bytes(options, "chunk_mib"),
+            staging_bytes=_mib_bytes(options, "staging_mib"),
+            stall_timeout_s=float(options.get("stall_timeout", 0.0)),
+            direct_io=bool(options.get("direct_io", False)))
     finally:
         if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()
-    return out
 
 
 def _new_tensor(model, name, shape, device):
@@ -450,24 +456,7 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
                               flat.data_ptr() + begin))
     if torch_device.type == "cuda":
         torch.cuda.current_stream(torch_device).synchronize()
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
-    if options.get("checksum"):
-        raise HoistError("rank mode takes no checksum", "invalid argument")
-    callback = _progress_callback(progress)
-    try:
-        if addresses:
-            model._native.load_parts(
-                addresses, hoist_name, callback,
-                threads=options.get("threads", 0),
-                chunk_bytes=_mib_bytes(options, "chunk_mib"),
-                staging_bytes=_mib_bytes(options, "staging_mib"),
-                stall_timeout_s=float(options.get("stall_timeout", 0.0)),
-                direct_io=bool(options.get("direct_io", False)))
-    finally:
-        if isinstance(callback, (ProgressBar, _TqdmBar)):
-            callback.close()
+    _fill_parts(model, addresses, hoist_name, progress, options, "rank mode")
     if size:
         chunks = list(flat.split(chunk))
         if dist.get_backend(group) != "gloo" and hasattr(dist, "all_gather_into_tensor"):

@@ -270,13 +270,7 @@ class Model {
   // Where a load onto `devices` (joined by commas) would put each tensor: an index into them
   // per tensor, by layers in proportion to shares (empty: free memory).
   std::vector<uint32_t> Place(const std::string& devices, const std::vector<double>& shares) {
-    hoist_load_options options;
-    hoist_load_options_init(&options);
-    options.device = devices.c_str();
-    if (!shares.empty()) {
-      options.split_shares = shares.data();
-      options.split_share_count = shares.size();
-    }
+    const hoist_load_options options = PlacementOptions(devices, shares);
     std::vector<uint32_t> device_of(hoist_model_tensor_count(model_.get()));
     hoist_status status = HOIST_OK;
     {
@@ -293,54 +287,19 @@ class Model {
   using PartTuple = std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
   std::vector<PartTuple> Split(const std::string& devices, const std::string& split,
                                const std::vector<double>& shares) {
-    hoist_load_options options;
-    hoist_load_options_init(&options);
-    options.device = devices.c_str();
-    if (!shares.empty()) {
-      options.split_shares = shares.data();
-      options.split_share_count = shares.size();
-    }
-    std::vector<hoist_part> parts;
-    hoist_status status = HOIST_OK;
-    {
-      py::gil_scoped_release release;
-      size_t count = 0;
-      status = hoist_model_split(model_.get(), &options, split.c_str(), nullptr, 0, &count);
-      if (status == HOIST_OK) {
-        parts.resize(count);
-        status =
-            hoist_model_split(model_.get(), &options, split.c_str(), parts.data(), count, &count);
-      }
-    }
-    if (status != HOIST_OK) Raise(status);
-    std::vector<PartTuple> out;
-    out.reserve(parts.size());
-    for (const hoist_part& p : parts) {
-      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
-                       p.device);
-    }
-    return out;
+    const hoist_load_options options = PlacementOptions(devices, shares);
+    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
+      return hoist_model_split(model_.get(), &options, split.c_str(), parts, capacity, count);
+    });
   }
 
   // The parts `split` gives `devices` devices, without opening any (a rank's share of a job).
   std::vector<PartTuple> Cut(const std::string& split, uint32_t devices,
                              const std::vector<double>& shares) {
-    size_t count = 0;
-    hoist_status status = hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(),
-                                          shares.size(), nullptr, 0, &count);
-    std::vector<hoist_part> parts(count);
-    if (status == HOIST_OK) {
-      status = hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(), shares.size(),
-                               parts.data(), count, &count);
-    }
-    if (status != HOIST_OK) Raise(status);
-    std::vector<PartTuple> out;
-    out.reserve(parts.size());
-    for (const hoist_part& p : parts) {
-      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
-                       p.device);
-    }
-    return out;
+    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
+      return hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(), shares.size(),
+                             parts, capacity, count);
+    });
   }
 
   // Loads parts (a PartTuple and an address on its device each) onto `devices` in one load;
@@ -445,6 +404,44 @@ class Model {
   }
 
  private:
+  // Options naming `devices` (joined by commas) and their shares; both must outlive them.
+  static hoist_load_options PlacementOptions(const std::string& devices,
+                                             const std::vector<double>& shares) {
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = devices.c_str();
+    if (!shares.empty()) {
+      options.split_shares = shares.data();
+      options.split_share_count = shares.size();
+    }
+    return options;
+  }
+
+  // Asks `list` (hoist_model_split or hoist_model_cut: parts, capacity, count) for the count,
+  // then the parts, without the GIL.
+  template <typename ListFn>
+  static std::vector<PartTuple> Parts(ListFn&& list) {
+    std::vector<hoist_part> parts;
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release release;
+      size_t count = 0;
+      status = list(nullptr, 0, &count);
+      if (status == HOIST_OK) {
+        parts.resize(count);
+        status = list(parts.data(), count, &count);
+      }
+    }
+    if (status != HOIST_OK) Raise(status);
+    std::vector<PartTuple> out;
+    out.reserve(parts.size());
+    for (const hoist_part& p : parts) {
+      out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
+                       p.device);
+    }
+    return out;
+  }
+
   std::shared_ptr<hoist_model> model_;
 };
 

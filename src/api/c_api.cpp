@@ -305,6 +305,21 @@ hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* op
   });
 }
 
+namespace {
+
+// Up to `capacity` of the regions as parts; *count: how many there are.
+void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* parts, size_t capacity,
+                size_t* count) {
+  *count = regions.size();
+  for (size_t i = 0; i < regions.size() && i < capacity; ++i) {
+    const hoist::TensorRegion& r = regions[i];
+    parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
+                r.column_begin, r.column_end, r.device,    nullptr};
+  }
+}
+
+}  // namespace
+
 hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
                                const char* split, hoist_part* parts, size_t capacity,
                                size_t* count) {
@@ -323,12 +338,7 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
     auto placed = hoist::PlaceParts(model->dir, *devices, split, shares, {},
                                     "give it a smaller share (hoist_load_options.split_shares)");
     if (!placed.ok()) return Fail(placed.status());
-    *count = placed->size();
-    for (size_t i = 0; i < placed->size() && i < capacity; ++i) {
-      const hoist::TensorRegion& r = (*placed)[i];
-      parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
-                  r.column_begin, r.column_end, r.device,    nullptr};
-    }
+    WriteParts(*placed, parts, capacity, count);
     return HOIST_OK;
   });
 }
@@ -370,12 +380,7 @@ hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32
   return Guarded([&] {
     auto cut = Cut(model->dir, split, devices, shares, share_count);
     if (!cut.ok()) return Fail(cut.status());
-    *count = cut->size();
-    for (size_t i = 0; i < cut->size() && i < capacity; ++i) {
-      const hoist::TensorRegion& r = (*cut)[i];
-      parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
-                  r.column_begin, r.column_end, r.device,    nullptr};
-    }
+    WriteParts(*cut, parts, capacity, count);
     return HOIST_OK;
   });
 }
