@@ -138,6 +138,7 @@ Status PlanGroup(const TensorDirectory& dir, const std::vector<uint32_t>& member
   }
   if (!any_strided) {
     std::vector<uint32_t> devices;
+    devices.reserve(members.size());
     for (uint32_t i : members) devices.push_back(plan.device_of[i]);
     std::sort(devices.begin(), devices.end());
     const bool distinct = std::adjacent_find(devices.begin(), devices.end()) == devices.end();
@@ -356,6 +357,7 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
     }
     // Forwards copy device to device: only the segments read the staging.
     std::vector<uint32_t> targets;
+    targets.reserve(c.segments.size());
     for (const Segment& s : c.segments) targets.push_back(s.tensor);
     double best = 0;
     for (uint32_t d : ReadersFor(plan, targets)) {
