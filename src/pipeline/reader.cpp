@@ -92,7 +92,7 @@ void Land(LoadJob& job, InFlight& e, size_t k) {
     }
   };
   land(s.tensor, s.device);
-  if (!s.forward) return;
+  if (!s.forward || !e.forwarded) return;  // a stopped load may not have forwarded it
   for (uint32_t r : job.plan.replicas[s.tensor]) land(r, job.plan.device_of[r]);
 }
 
