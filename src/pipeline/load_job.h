@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,9 @@ struct LoadJob {
   std::atomic<int64_t> last_progress_ns{0};
 
   std::atomic<bool> stop{false};
+  // Readers hold it shared while they start copies, and start none once `stop` is set; the
+  // tear-down takes it exclusively after setting `stop`, so that no copy starts after it.
+  std::shared_timed_mutex copy_gate;
   std::mutex error_mutex;
   Status error;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <shared_mutex>
 #include <thread>
 
 #include "base/platform.h"
@@ -442,6 +443,10 @@ void LoadSession::Stream() {
 Status LoadSession::StopAndSettle() {
   LoadJob& job = *job_;
   job.stop.store(true);
+  // Past this gate no reader starts a copy. A reader inside a device's copy call that does not
+  // return within the grace may still start one: then no device's memory is freed.
+  const bool gated =
+      std::unique_lock<std::shared_timed_mutex>(job.copy_gate, kJoinGrace).owns_lock();
   {
     std::unique_lock<std::mutex> lock(job.exit_mutex);
     job.exit_cv.wait_for(lock, kJoinGrace, [&] { return job.running == 0; });
@@ -463,7 +468,7 @@ Status LoadSession::StopAndSettle() {
   }
   // A chunk's copies may run on several devices (read groups, forwards): it is settled only
   // when every device it touches has stopped or its copies have completed.
-  auto touches = [&](const InFlight& e, size_t d) {
+  auto touches = [&](const InFlight& e, size_t d) -> bool {  // not a proxy into a temporary
     return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
   };
   std::vector<bool> abandoned(job.lanes.size(), false);
@@ -492,10 +497,10 @@ Status LoadSession::StopAndSettle() {
     const bool unsettled =
         std::any_of(orphans.begin(), orphans.end(),
                     [&](const auto& e) { return touches(*e, d); }) ||
-        (!all_exited_ && (job.lanes[d]->readers > 0 || !job.plan.read_groups.empty()));
+        (!all_exited_ && (job.lanes[d]->readers > 0 || !job.plan.read_groups.empty())) || !gated;
     if (!unsettled) continue;
     CheckedDevice& device = *job.lanes[d]->device;
-    if (!device.Abandon()) {
+    if (!gated || !device.Abandon()) {
       for (auto& o : orphans) {
         if (touches(*o, d)) o->buffer.Abandon();
       }

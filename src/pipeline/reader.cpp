@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 
 #include "pipeline/load_job.h"
@@ -19,6 +20,8 @@ int QueueOn(const CheckedDevice& device, int reader) { return reader % device.qu
 bool StartForwards(LoadJob& job, InFlight& e, int reader) {
   if (e.forwarded) return false;
   e.forwarded = true;
+  std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);  // as in start_copies
+  if (job.stop.load()) return false;
   const Chunk& c = job.plan.chunks[e.chunk];
   bool started = false;
   for (const Segment& s : c.segments) {
@@ -190,6 +193,10 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     // Starts the copies of the segments whose destinations are known; true if any is not.
     auto start_copies = [&](std::vector<bool>* started) {
       bool missing = false;
+      // No copy starts once the load has stopped: TearDown takes the gate before it settles
+      // the devices, so a copy started after that would touch memory being freed.
+      std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);
+      if (job.stop.load()) return false;
       for (size_t k = 0; k < c.segments.size(); ++k) {
         const Segment& s = c.segments[k];
         if (started != nullptr && (*started)[k]) continue;
