@@ -476,17 +476,25 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
 
 def _place(model, hoist_names, split, tensor_split):
     if split != "layer":
-        raise HoistError(f"split {split!r} is not supported: layer, tensor or replicate",
+        raise HoistError(f"split {split!r} gives no placement: layer, tensor or replicate",
                          "invalid argument")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     return model._native.place(hoist_names, shares)
 
 
 def placement(path, devices, split="layer", tensor_split=None):
-    """{name: device} where load_file(path, device=devices, split=..., tensor_split=...) would
-    put each tensor; nothing is allocated."""
+    """Where load_file(path, device=devices, split=..., tensor_split=...) would put each tensor;
+    nothing is allocated. split="layer": {name: device}; "tensor" or "replicate": {name:
+    [device, ...]}, the devices that get a part of it, in order."""
     model = path if isinstance(path, Model) else Model(path)
     names = [hoist_device(d)[0] for d in devices]
+    if split in ("tensor", "replicate"):
+        shares = [] if tensor_split is None else [float(s) for s in tensor_split]
+        tensors = list(model.tensors)
+        out = {name: [] for name in tensors}
+        for part in model._native.split(",".join(names), split, shares):
+            out[tensors[part[0]]].append(devices[part[6]])
+        return out
     device_of = _place(model, ",".join(names), split, tensor_split)
     return {name: devices[device_of[i]] for i, name in enumerate(model.tensors)}
 

@@ -73,6 +73,13 @@ class SeveralDevicesTest(unittest.TestCase):
                         self.assertTrue(torch.equal(got, want), (name, d))
                         begin = end
 
+    def test_placement_lists_the_devices_that_get_a_part(self):
+        where = hoist.placement(self.path, ["sim", "cpu"], split="tensor")
+        self.assertEqual(where["model.layers.0.self_attn.q_proj.weight"], ["sim", "cpu"])
+        self.assertEqual(where["model.norm.weight"], ["sim", "cpu"])
+        every = hoist.placement(self.path, ["sim", "cpu", "sim"], split="replicate")
+        self.assertEqual(set(map(tuple, every.values())), {("sim", "cpu", "sim")})
+
     def test_replicas_put_every_tensor_on_every_device(self):
         parts = hoist.load_file(self.path, device=["sim", "cpu", "sim"], split="replicate",
                                 names=["lm_head.weight", "model.layers.3.self_attn.o_proj.weight"])
@@ -85,7 +92,7 @@ class SeveralDevicesTest(unittest.TestCase):
     def test_unknown_split_and_share_counts_are_refused(self):
         with self.assertRaises(hoist.HoistError) as caught:
             hoist.load_file(self.path, device=["sim", "cpu"], split="diagonal")
-        self.assertIn("split 'diagonal'", str(caught.exception))
+        self.assertIn("split 'diagonal' gives no", str(caught.exception))
         with self.assertRaises(hoist.HoistError):
             hoist.load_file(self.path, device=["sim", "cpu"], split="tensor", checksum=True)
         with self.assertRaises(hoist.HoistError) as caught:
