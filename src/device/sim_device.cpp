@@ -26,14 +26,16 @@ std::map<double, Clock::time_point>& HostLinks() {
 }
 
 // Pinned memory from any sim counts as pinned for every sim, as portable pinned memory does for
-// every GPU (a staging buffer of one device's readers may feed another device's copies).
+// every GPU (a staging buffer of one device's readers may feed another device's copies). Never
+// destroyed: a reader left behind by a stuck read may give its staging back while the process
+// exits.
 std::mutex& PinnedMutex() {
-  static std::mutex mutex;
-  return mutex;
+  static auto* mutex = new std::mutex;
+  return *mutex;
 }
 std::map<uintptr_t, uint64_t>& Pinned() {
-  static std::map<uintptr_t, uint64_t> pinned;
-  return pinned;
+  static auto* pinned = new std::map<uintptr_t, uint64_t>;
+  return *pinned;
 }
 
 DeviceInfo SimDeviceInfo(const SimOptions& options) {
