@@ -220,6 +220,37 @@ hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
   return HOIST_OK;
 }
 
+// Up to `capacity` of the regions as parts; *count: how many there are.
+void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* parts, size_t capacity,
+                size_t* count) {
+  *count = regions.size();
+  for (size_t i = 0; i < regions.size() && i < capacity; ++i) {
+    const hoist::TensorRegion& r = regions[i];
+    parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
+                r.column_begin, r.column_end, r.device,    nullptr};
+  }
+}
+
+// The parts `split` gives `devices` devices, by the built-in rules.
+hoist::Result<std::vector<hoist::TensorRegion>> Cut(const hoist::TensorDirectory& dir,
+                                                    const char* split, uint32_t devices,
+                                                    const double* shares, size_t share_count) {
+  if (std::strcmp(split, "replicate") == 0) return hoist::ReplicateTensors(dir, devices);
+  if (std::strcmp(split, "tensor") != 0) {
+    return hoist::Status::InvalidArgument("split '" + std::string(split) +
+                                          "' gives no parts: tensor or replicate");
+  }
+  std::vector<double> weights(devices, 1.0);
+  if (share_count != 0) {
+    if (share_count != devices) {
+      return hoist::Status::InvalidArgument(std::to_string(share_count) + " shares for " +
+                                            std::to_string(devices) + " devices");
+    }
+    weights.assign(shares, shares + share_count);
+  }
+  return hoist::CutTensors(dir, hoist::ChooseCuts(dir, {}), weights);
+}
+
 }  // namespace
 
 extern "C" {
@@ -305,21 +336,6 @@ hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* op
   });
 }
 
-namespace {
-
-// Up to `capacity` of the regions as parts; *count: how many there are.
-void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* parts, size_t capacity,
-                size_t* count) {
-  *count = regions.size();
-  for (size_t i = 0; i < regions.size() && i < capacity; ++i) {
-    const hoist::TensorRegion& r = regions[i];
-    parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
-                r.column_begin, r.column_end, r.device,    nullptr};
-  }
-}
-
-}  // namespace
-
 hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
                                const char* split, hoist_part* parts, size_t capacity,
                                size_t* count) {
@@ -342,30 +358,6 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
     return HOIST_OK;
   });
 }
-
-namespace {
-
-// The parts `split` gives `devices` devices, by the built-in rules.
-hoist::Result<std::vector<hoist::TensorRegion>> Cut(const hoist::TensorDirectory& dir,
-                                                    const char* split, uint32_t devices,
-                                                    const double* shares, size_t share_count) {
-  if (std::strcmp(split, "replicate") == 0) return hoist::ReplicateTensors(dir, devices);
-  if (std::strcmp(split, "tensor") != 0) {
-    return hoist::Status::InvalidArgument("split '" + std::string(split) +
-                                          "' gives no parts: tensor or replicate");
-  }
-  std::vector<double> weights(devices, 1.0);
-  if (share_count != 0) {
-    if (share_count != devices) {
-      return hoist::Status::InvalidArgument(std::to_string(share_count) + " shares for " +
-                                            std::to_string(devices) + " devices");
-    }
-    weights.assign(shares, shares + share_count);
-  }
-  return hoist::CutTensors(dir, hoist::ChooseCuts(dir, {}), weights);
-}
-
-}  // namespace
 
 hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
                              const double* shares, size_t share_count, hoist_part* parts,
