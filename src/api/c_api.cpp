@@ -231,26 +231,6 @@ void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* par
   }
 }
 
-// The parts `split` gives `devices` devices, by the built-in rules.
-hoist::Result<std::vector<hoist::TensorRegion>> Cut(const hoist::TensorDirectory& dir,
-                                                    const char* split, uint32_t devices,
-                                                    const double* shares, size_t share_count) {
-  if (std::strcmp(split, "replicate") == 0) return hoist::ReplicateTensors(dir, devices);
-  if (std::strcmp(split, "tensor") != 0) {
-    return hoist::Status::InvalidArgument("split '" + std::string(split) +
-                                          "' gives no parts: tensor or replicate");
-  }
-  std::vector<double> weights(devices, 1.0);
-  if (share_count != 0) {
-    if (share_count != devices) {
-      return hoist::Status::InvalidArgument(std::to_string(share_count) + " shares for " +
-                                            std::to_string(devices) + " devices");
-    }
-    weights.assign(shares, shares + share_count);
-  }
-  return hoist::CutTensors(dir, hoist::ChooseCuts(dir, {}), weights);
-}
-
 }  // namespace
 
 extern "C" {
@@ -370,7 +350,8 @@ hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32
     return Invalid("shares is NULL but share_count is not 0");
   if (devices == 0) return Invalid("devices must be at least 1");
   return Guarded([&] {
-    auto cut = Cut(model->dir, split, devices, shares, share_count);
+    auto cut = hoist::CutModel(model->dir, split, devices,
+                               std::vector<double>(shares, shares + share_count), {});
     if (!cut.ok()) return Fail(cut.status());
     WriteParts(*cut, parts, capacity, count);
     return HOIST_OK;
@@ -405,7 +386,9 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
         o.destinations_when_needed != 0) {
       return Invalid("rank mode takes no names, placement, checksum or destinations_when_needed");
     }
-    auto cut = Cut(model->dir, split, world == 0 ? 1 : world, o.split_shares, o.split_share_count);
+    auto cut = hoist::CutModel(
+        model->dir, split, world == 0 ? 1 : world,
+        std::vector<double>(o.split_shares, o.split_shares + o.split_share_count), {});
     if (!cut.ok()) return Fail(cut.status());
     auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
     if (!devices.ok()) return Fail(devices.status());

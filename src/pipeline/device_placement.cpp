@@ -68,26 +68,12 @@ Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const std::string& split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
     const std::string& hint) {
-  const auto count = static_cast<uint32_t>(devices.size());
-  if (count == 0) return Status::InvalidArgument("a split needs a device");
-  if (!shares.empty() && shares.size() != devices.size()) {
-    return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
-                                   std::to_string(devices.size()) + " devices");
-  }
-  std::vector<TensorRegion> parts;
-  if (split == "replicate") {
-    parts = ReplicateTensors(dir, count);
-    HOIST_RETURN_IF_ERROR(
-        CheckRegionsFit(dir, parts, devices, "every device holds the whole model when replicated"));
-    return parts;
-  }
-  if (split != "tensor") {
-    return Status::InvalidArgument("split '" + split + "' gives no parts: tensor or replicate");
-  }
-  HOIST_ASSIGN_OR_RETURN(parts,
-                         CutTensors(dir, ChooseCuts(dir, rules),
-                                    shares.empty() ? std::vector<double>(count, 1.0) : shares));
-  HOIST_RETURN_IF_ERROR(CheckRegionsFit(dir, parts, devices, hint));
+  HOIST_ASSIGN_OR_RETURN(
+      std::vector<TensorRegion> parts,
+      CutModel(dir, split, static_cast<uint32_t>(devices.size()), shares, rules));
+  HOIST_RETURN_IF_ERROR(CheckRegionsFit(
+      dir, parts, devices,
+      split == "replicate" ? "every device holds the whole model when replicated" : hint));
   return parts;
 }
 

@@ -233,4 +233,20 @@ std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t 
   return regions;
 }
 
+Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, const std::string& split,
+                                           uint32_t devices, const std::vector<double>& shares,
+                                           const std::vector<CutRule>& rules) {
+  if (devices == 0) return Status::InvalidArgument("a split needs a device");
+  if (!shares.empty() && shares.size() != devices) {
+    return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
+                                   std::to_string(devices) + " devices");
+  }
+  if (split == "replicate") return ReplicateTensors(dir, devices);
+  if (split != "tensor") {
+    return Status::InvalidArgument("split '" + split + "' gives no parts: tensor or replicate");
+  }
+  return CutTensors(dir, ChooseCuts(dir, rules),
+                    shares.empty() ? std::vector<double>(devices, 1.0) : shares);
+}
+
 }  // namespace hoist
