@@ -17,8 +17,11 @@ if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
 fi
 
 banner() { printf '\n==== %s ====\n' "$*"; }
+# Each stage's wall time, printed at the end: CI has 90 minutes and should stay well inside them.
+timings=()
 
 for stage in "${stages[@]}"; do
+  stage_start=$SECONDS
   case "$stage" in
     format)
       banner "formatting (clang-format --dry-run --Werror)"
@@ -139,5 +142,7 @@ for stage in "${stages[@]}"; do
       ;;
     *) echo "unknown stage $stage" >&2; exit 1 ;;
   esac
+  timings+=("$stage $((SECONDS - stage_start))s")
 done
+printf '\nstage times: %s (total %ss)\n' "$(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')" "$SECONDS"
 banner "all stages passed: ${stages[*]}"
