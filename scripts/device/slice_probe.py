@@ -4,6 +4,7 @@ tensor's [:, :half] (the rows' range staged once, only the columns sent), the sa
 page-cache read of the same file with hoist's readers (hoist_ceilings) for the read bound.
 
 Usage: python3 scripts/device/slice_probe.py MODEL.safetensors [--device cuda:0] [--out F]
+       [--threads N] [--no-loop]
 """
 import argparse
 import json
@@ -20,6 +21,9 @@ def main():
     ap.add_argument("path")
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--out")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="readers of every load, the get_slice loop's too (0: hoist's choice)")
+    ap.add_argument("--no-loop", action="store_true", help="only the region loads, not the get_slice loop")
     a = ap.parse_args()
     model = hoist.open(a.path)
     dev = torch.device(a.device)
@@ -49,22 +53,23 @@ def main():
     for cut in ("columns", "rows", "whole", "columns"):
         regs, keep, nbytes = regions(cut)
         hoist_name = f"cuda:{dev.index or 0}"
-        model._native.load_regions(regs, hoist_name)  # warm-up
+        model._native.load_regions(regs, hoist_name, threads=a.threads)  # warm-up
         torch.cuda.synchronize()
         times = []
         for _ in range(3):
             start = time.perf_counter()
-            report = json.loads(model._native.load_regions(regs, hoist_name))
+            report = json.loads(model._native.load_regions(regs, hoist_name, threads=a.threads))
             torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         best = min(times)
         row = dict(cut=cut, bytes=nbytes, read_bytes=report.get("read_bytes"), seconds=times,
                    gbps=nbytes / best / 1e9,
                    file_gbps=(report.get("read_bytes") or nbytes) / best / 1e9,
-                   threads=report.get("threads"))
+                   threads=report.get("threads"), gathered_bytes=report.get("gathered_bytes"))
         results.append(row)
         print(f"{cut:8s} {row['gbps']:6.2f} GB/s of slice bytes, {row['file_gbps']:6.2f} GB/s of "
-              f"file bytes, best of {[round(t, 3) for t in times]} s, threads {row['threads']}",
+              f"file bytes, best of {[round(t, 3) for t in times]} s, threads {row['threads']}, "
+              f"rows gathered by columns {(row['gathered_bytes'] or 0) / 2**30:.2f} GiB",
               flush=True)
         del keep
         torch.cuda.empty_cache()
@@ -75,6 +80,8 @@ def main():
             self.inner, self.calls = inner, []
 
         def load_regions(self, regions, device, **kw):
+            if a.threads:
+                kw["threads"] = a.threads
             start = time.perf_counter()
             out = self.inner.load_regions(regions, device, **kw)
             self.calls.append((len(regions), time.perf_counter() - start,
@@ -84,7 +91,7 @@ def main():
         def __getattr__(self, k):
             return getattr(self.inner, k)
 
-    for run in range(2):
+    for run in range(0 if a.no_loop else 2):
         torch.cuda.synchronize()
         start = time.perf_counter()
         nbytes = 0

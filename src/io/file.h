@@ -45,6 +45,15 @@ struct RawRead {
   bool interrupted = false;  // EINTR or the platform's equivalent: nothing was read, try again
 };
 
+// Whether `rows` rows of `width` bytes, `pitch` bytes apart from offset, lie inside the first
+// `size` bytes of a file (false for none, or for rows wider than their pitch).
+inline bool RowsInside(uint64_t size, uint64_t offset, uint64_t width, uint64_t pitch,
+                       uint64_t rows) {
+  if (rows == 0 || width == 0 || offset > size || width > size - offset) return false;
+  if (rows == 1) return true;
+  return width <= pitch && rows - 1 <= (size - offset - width) / pitch;
+}
+
 // A file opened for reading. Thread safety: every method may be called concurrently; reads
 // at different offsets do not interfere.
 class File {
@@ -69,6 +78,16 @@ class File {
   virtual Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) = 0;
   // A hint to the operating system; a platform without the hint returns OK and does nothing.
   virtual Status Advise(AccessHint hint, uint64_t offset, uint64_t length) = 0;
+  // Copies `width` bytes of each of `rows` rows, `pitch` bytes apart from offset, packed into
+  // dst, when every page they lie in is in memory already (the page cache) and the platform can
+  // copy them out without reading the rest of the rows: for half of each row, half the memory
+  // traffic of reading whole rows. False when it cannot, or stopped (a page not cached, the
+  // file changed under it); dst may then be partly written, and the caller reads whole rows
+  // instead, which reports any error.
+  virtual bool GatherCachedRows(uint64_t /*offset*/, uint64_t /*width*/, uint64_t /*pitch*/,
+                                uint64_t /*rows*/, unsigned char* /*dst*/) {
+    return false;
+  }
 
   // Reads exactly n bytes at offset, looping over short and interrupted reads. A read that
   // returns 0 bytes before n are read is an error naming the file and the offset.

@@ -32,6 +32,14 @@ class MemoryFile final : public File {
   Status Advise(AccessHint /*hint*/, uint64_t /*offset*/, uint64_t /*length*/) override {
     return Status::Ok();
   }
+  bool GatherCachedRows(uint64_t offset, uint64_t width, uint64_t pitch, uint64_t rows,
+                        unsigned char* dst) override {
+    if (!RowsInside(bytes_->size(), offset, width, pitch, rows)) return false;
+    for (uint64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst + r * width, bytes_->data() + offset + r * pitch, width);
+    }
+    return true;
+  }
 
  private:
   std::string path_;

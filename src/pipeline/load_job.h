@@ -101,6 +101,7 @@ struct LoadJob {
   std::vector<ReaderState> readers;
 
   std::atomic<uint64_t> read_bytes{0};
+  std::atomic<uint64_t> gathered_bytes{0};  // of read_bytes: rows gathered by their columns
   std::atomic<uint64_t> copied_bytes{0};
   std::atomic<size_t> chunks_done{0};
   std::atomic<int64_t> last_progress_ns{0};

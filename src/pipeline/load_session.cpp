@@ -422,6 +422,7 @@ void LoadSession::Stream() {
   }
   LoadReport& report = model_->report;
   report.phases.stream = Seconds(stream_start_);
+  report.gathered_bytes = job.gathered_bytes.load();
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     const Lane& lane = *job.lanes[d];
     DeviceShare& share = report.devices[d];

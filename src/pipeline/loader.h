@@ -102,6 +102,9 @@ struct LoadReport {
   std::vector<DeviceShare> devices;  // per device, in the order Load was given them
   uint64_t tensor_bytes = 0;
   uint64_t read_bytes = 0;
+  // Of read_bytes, the rows of column slices whose columns alone were copied out of the page
+  // cache (File::GatherCachedRows) rather than their rows read whole.
+  uint64_t gathered_bytes = 0;
   size_t tensors = 0;
   size_t chunks = 0;
   int threads = 0;

@@ -169,7 +169,17 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
     const Chunk& c = job.plan.chunks[index];
     me.since_ns.store(NowNs());
     me.chunk.store(static_cast<int64_t>(index));
-    auto data = job.files[c.file]->ReadCovering(c.offset, buffer->data(), c.length);
+    // A chunk of one column slice's rows whose pages are all cached: only its columns are
+    // copied out, packed (the copies to the device are then plain ones); else its rows' range.
+    bool packed = false;
+    if (c.segments.size() == 1 && c.segments[0].rows > 0) {
+      const RowStride& stride = job.plan.strides[c.segments[0].tensor];
+      packed = job.files[c.file]->GatherCachedRows(c.offset, stride.width, stride.pitch,
+                                                   c.segments[0].rows, buffer->data());
+      if (packed) job.gathered_bytes.fetch_add(c.length);
+    }
+    auto data = packed ? Result<unsigned char*>(buffer->data())
+                       : job.files[c.file]->ReadCovering(c.offset, buffer->data(), c.length);
     me.chunk.store(-1);
     if (!data.ok()) {
       job.Fail(data.status());
@@ -208,7 +218,7 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
         if (started != nullptr) (*started)[k] = true;
         CheckedDevice& device = *job.lanes[s.device]->device;
         const int queue = QueueOn(device, reader);
-        if (s.rows > 0) {  // rows of a column slice: as many per copy as max_copy spans
+        if (s.rows > 0 && !packed) {  // rows of a column slice: as many per copy as max_copy spans
           const RowStride& stride = job.plan.strides[s.tensor];
           const uint64_t per_copy =
               max_copy <= stride.width ? 1 : (max_copy - stride.width) / stride.pitch + 1;

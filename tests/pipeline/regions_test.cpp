@@ -2,11 +2,13 @@
 // ranges staged by rows with only their columns copied, every byte checked against the file.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "io/fault_injection_file.h"
 #include "pipeline/load_checks.h"
 #include "pipeline/loader.h"
 
@@ -99,33 +101,46 @@ TEST_F(RegionsTest, RowAndColumnRangesLoadByteExactAcrossChunksAndThreads) {
   // Chunks smaller than a row (rows read in pieces), holding a few rows, and many.
   const Config configs[] = {
       {"sim", 1, 4096}, {"sim", 4, 64 << 10}, {"host", 8, 4 << 20}, {"sim:engines=3", 3, 16 << 10}};
+  // The sample's file, cached as it was just written: column slices gather their columns out
+  // of the page cache. Through a storage whose files cannot gather: whole rows are read.
+  TensorDirectory whole_rows = dir_;
+  whole_rows.storage = std::make_shared<FaultInjectionStorage>(dir_.storage, FaultPlan{});
   for (const Config& c : configs) {
-    SCOPED_TRACE(std::string(c.device) + " threads=" + std::to_string(c.threads) +
-                 " chunk=" + std::to_string(c.chunk));
-    auto device = Device(c.device);
-    std::vector<void*> memory;
-    for (TensorRegion& r : regions) {
-      auto p = device->AllocateDevice((r.row_end - r.row_begin) * (r.column_end - r.column_begin));
-      ASSERT_TRUE(p.ok());
-      r.destination = *p;
-      memory.push_back(*p);
+    for (const TensorDirectory* dir : {&dir_, &whole_rows}) {
+      const bool gathers = dir == &dir_;
+      SCOPED_TRACE(std::string(c.device) + " threads=" + std::to_string(c.threads) +
+                   " chunk=" + std::to_string(c.chunk) + (gathers ? " gathered" : " whole rows"));
+      auto device = Device(c.device);
+      std::vector<void*> memory;
+      for (TensorRegion& r : regions) {
+        auto p =
+            device->AllocateDevice((r.row_end - r.row_begin) * (r.column_end - r.column_begin));
+        ASSERT_TRUE(p.ok());
+        r.destination = *p;
+        memory.push_back(*p);
+      }
+      LoadOptions o;
+      o.threads = c.threads;
+      o.chunk_bytes = c.chunk;
+      auto model = LoadRegions(*dir, device, regions, o);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      EXPECT_EQ((*model)->report.tensors, regions.size());
+      if (gathers) {
+        EXPECT_GT((*model)->report.gathered_bytes, 0u);
+      } else {
+        EXPECT_EQ((*model)->report.gathered_bytes, 0u);
+      }
+      for (size_t k = 0; k < regions.size(); ++k) {
+        const TensorRegion& r = regions[k];
+        const std::vector<unsigned char> want = Expected(r);
+        std::vector<unsigned char> got(want.size());
+        ASSERT_TRUE(device->CopyToHost(got.data(), r.destination, got.size()).ok());
+        ASSERT_TRUE(got == want) << "region " << k << " of " << dir_.tensors[r.tensor].name;
+      }
+      model->reset();
+      for (void* p : memory) ASSERT_TRUE(device->FreeDevice(p).ok());
+      EXPECT_EQ(device->live_pinned_allocations(), 0u);
     }
-    LoadOptions o;
-    o.threads = c.threads;
-    o.chunk_bytes = c.chunk;
-    auto model = LoadRegions(dir_, device, regions, o);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    EXPECT_EQ((*model)->report.tensors, regions.size());
-    for (size_t k = 0; k < regions.size(); ++k) {
-      const TensorRegion& r = regions[k];
-      const std::vector<unsigned char> want = Expected(r);
-      std::vector<unsigned char> got(want.size());
-      ASSERT_TRUE(device->CopyToHost(got.data(), r.destination, got.size()).ok());
-      ASSERT_TRUE(got == want) << "region " << k << " of " << dir_.tensors[r.tensor].name;
-    }
-    model->reset();
-    for (void* p : memory) ASSERT_TRUE(device->FreeDevice(p).ok());
-    EXPECT_EQ(device->live_pinned_allocations(), 0u);
   }
 }
 
@@ -209,6 +224,33 @@ TEST_F(RegionsTest, ADeviceFailingMidSliceFailsTheLoadAndFreesStaging) {
   EXPECT_EQ(model.status().code(), Code::kDeviceError);
   EXPECT_EQ(device->live_pinned_allocations(), 0u);
   ASSERT_TRUE(device->FreeDevice(*memory).ok());
+}
+
+// Column slices gather out of a mapping of the file; a file cut short under that load is a
+// changed file, as for any load (never a SIGBUS, never an I/O error of the disk).
+TEST_F(RegionsTest, AFileCutShortUnderAColumnSliceLoadIsReportedAsChanged) {
+  const std::string path = dir_.files[0].path;
+  const uint64_t size = dir_.files[0].size;
+  std::vector<TensorRegion> regions;
+  for (size_t i : matrices_) {
+    regions.push_back({i, RowBytes(i), 0, dir_.tensors[i].shape[0], 0, RowBytes(i) / 2});
+  }
+  auto device = Device("sim:bandwidth=50MB/s");
+  LoadOptions o;
+  o.chunk_bytes = 64 << 10;
+  o.threads = 4;
+  bool truncated = false;
+  o.progress = [&](const LoadProgress&) {
+    if (!truncated) std::filesystem::resize_file(path, size / 2);
+    truncated = true;
+    return true;
+  };
+  auto model = LoadRegions(dir_, device, regions, o);
+  ASSERT_TRUE(truncated) << "the load ended before its first progress report";
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().message();
+  EXPECT_EQ(device->live_device_allocations(), 0u);
+  EXPECT_EQ(device->live_pinned_allocations(), 0u);
 }
 
 }  // namespace
