@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   const size_t pitch = std::strtoull(argv[4], nullptr, 10);
   const size_t offset = std::strtoull(argv[5], nullptr, 10);
   int fd = open(path, O_RDONLY);
-  struct stat st{};
+  struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) {
     std::perror(path);
     return 1;
@@ -74,7 +74,10 @@ int main(int argc, char** argv) {
             size_t done = 0;
             while (done < n * pitch) {
               ssize_t got = pread(fd, buf.data() + done, n * pitch - done, base + done);
-              if (got <= 0) { failed = true; return; }
+              if (got <= 0) {
+                failed = true;
+                return;
+              }
               done += static_cast<size_t>(got);
             }
           } else if (mode == "prow") {
@@ -101,7 +104,8 @@ int main(int argc, char** argv) {
           } else if (mode == "mmap" || mode == "mmapp" || mode == "mmapw") {
             if (mode == "mmapp") {
               const size_t first = base / 4096 * 4096;
-              if (madvise(static_cast<unsigned char*>(map) + first, base + (n - 1) * pitch + width - first,
+              if (madvise(static_cast<unsigned char*>(map) + first,
+                          base + (n - 1) * pitch + width - first,
                           22 /* MADV_POPULATE_READ */) != 0) {
                 std::perror("madvise");
                 failed = true;
@@ -130,9 +134,12 @@ int main(int argc, char** argv) {
       std::printf("%-5s failed\n", mode.c_str());
       continue;
     }
-    const double slice = static_cast<double>(rows * width), file = static_cast<double>(rows * pitch);
-    std::printf("%-5s threads %2d width %6zu pitch %6zu: %6.2f GB/s of slice bytes (%6.2f of file bytes) %.3f s\n",
-                mode.c_str(), threads, width, pitch, slice / s / 1e9, file / s / 1e9, s);
+    const double slice = static_cast<double>(rows * width),
+                 file = static_cast<double>(rows * pitch);
+    std::printf(
+        "%-5s threads %2d width %6zu pitch %6zu: %6.2f GB/s of slice bytes (%6.2f of file bytes) "
+        "%.3f s\n",
+        mode.c_str(), threads, width, pitch, slice / s / 1e9, file / s / 1e9, s);
   }
   return 0;
 }
