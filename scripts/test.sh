@@ -17,8 +17,16 @@ if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
 fi
 
 banner() { printf '\n==== %s ====\n' "$*"; }
-# Each stage's wall time, printed at the end: CI has 90 minutes and should stay well inside them.
+# Each stage's wall time, printed at the end (a failed run's too): CI has 90 minutes and should
+# stay well inside them.
 timings=()
+stage=""
+stage_start=0
+print_timings() {
+  [ -n "$stage" ] && [ "${#timings[@]}" -lt "${#stages[@]}" ] && timings+=("$stage $((SECONDS - stage_start))s (stopped)")
+  printf '\nstage times: %s (total %ss)\n' "$(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')" "$SECONDS"
+}
+trap print_timings EXIT
 
 for stage in "${stages[@]}"; do
   stage_start=$SECONDS
@@ -144,5 +152,5 @@ for stage in "${stages[@]}"; do
   esac
   timings+=("$stage $((SECONDS - stage_start))s")
 done
-printf '\nstage times: %s (total %ss)\n' "$(IFS=,; echo "${timings[*]}" | sed 's/,/, /g')" "$SECONDS"
+stage=""
 banner "all stages passed: ${stages[*]}"
