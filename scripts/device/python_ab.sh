@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool), carry [".device"], with .device/ab/old.tar.gz an
+# earlier tree (`git archive --prefix=old/ REV | gzip > .device/ab/old.tar.gz`): builds the
+# Python module of that tree and of this one, then loads the 20 GiB safetensors sample warm with
+# hoist.load_file onto cuda:0, alternating A (old) and B (this), with the pinned copy ceiling
+# and the page-cache read measured in the same run. Results: $OUT/log.txt.
+set -uo pipefail
+BIN=$PWD/.device
+OUT=${OUT:-/tmp/hoist-device-out}
+MODEL=${HOIST_MODEL_DIR:-/root/hoist-model}/model.safetensors
+mkdir -p "$OUT" "$(dirname "$MODEL")"
+log() { echo "== $*" | tee -a "$OUT/log.txt"; }
+[ -f "$MODEL" ] || $BIN/hoist make-sample "$MODEL" --format safetensors --size 20GiB --seed 11 | tail -1
+build() {  # SOURCE BUILD
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
+    -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$BIN/include" \
+    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
+    >"$OUT/cmake.txt" 2>&1 && cmake --build "$2" -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1
+}
+rm -rf /tmp/ab && mkdir -p /tmp/ab && tar xzf .device/ab/old.tar.gz -C /tmp/ab
+log "building A (the old tree) and B (this one)"
+(build /tmp/ab/old /tmp/ab/build-a) & (build "$PWD" /tmp/ab/build-b) & wait
+[ -f /tmp/ab/build-a/python/hoist/__init__.py ] && [ -f /tmp/ab/build-b/python/hoist/__init__.py ] || { tail -30 "$OUT/build.txt"; exit 1; }
+cat "$MODEL" >/dev/null
+$BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 | tee -a "$OUT/log.txt"
+$BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 8 | tee -a "$OUT/log.txt"
+for round in 1 2 3; do
+  for side in a b; do
+    PYTHONPATH=/tmp/ab/build-$side/python python3 - "$MODEL" "$side" "$round" <<'PY' 2>&1 | tee -a "$OUT/log.txt"
+import sys, time, torch, hoist
+path, side, run = sys.argv[1:]
+hoist.load_file(path, device="cuda:0")  # warm-up: the context, pinned staging, the allocator
+torch.cuda.synchronize()
+times = []
+for _ in range(3):
+    start = time.perf_counter()
+    t = hoist.load_file(path, device="cuda:0")
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - start)
+    n = sum(x.numel() * x.element_size() for x in t.values())
+    del t
+print(f"{side.upper()} round {run}: hoist.load_file cuda:0 {n / min(times) / 1e9:6.2f} GB/s best of "
+      f"{[round(x, 3) for x in times]} s")
+PY
+  done
+done
+rm -f "$OUT/cmake.txt" "$OUT/build.txt"
