@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs on the two-GPU machine: one model loaded onto both GPUs split by layers, split by
-# tensor (tensor parallel) and replicated, against the one-GPU load, the both-links copy
-# ceiling, the page-cache read and the raw O_DIRECT read measured in the same run, warm and
-# cold, every mode verified byte-exact once; rank mode under torchrun (NCCL); the peers in the
-# same run: two independent
-# `hoist load` processes and safetensors' per-rank get_slice (what vLLM does by default).
+# Runs on a machine with several GPUs (every GPU it has, or HOIST_GPUS of them): one model
+# loaded onto all of them split by layers, split by tensor (tensor parallel) and replicated,
+# against the one-GPU load, the all-links copy ceiling, the page-cache read and the raw O_DIRECT
+# read measured in the same run, warm and cold, every mode verified byte-exact once; rank mode
+# under torchrun (NCCL); the peers in the same run: one independent `hoist load` process per
+# GPU and safetensors' per-rank get_slice (what vLLM does by default).
 # Prepare here with `bash scripts/device/prepare.sh`, then the device tool (kind
-# nvidia-h200-x2) with carry [".device"]: bash scripts/device/multi_gpu.sh
+# nvidia-h200-x2, or -x8 with HOIST_SIZE=110GiB for the eight-GPU run) with carry [".device"]:
+# bash scripts/device/multi_gpu.sh
 # HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads.
 # Results under $OUT: log.txt, summary.txt and runs.tar.gz (one `hoist load --json` each; the
 # device tool brings back at most 8 files).
@@ -28,9 +29,11 @@ load() {
   settle; "$BIN/hoist" "$@" --json --quiet >"$OUT/$name.json" 2>>"$OUT/log.txt"
   echo "$name: exit $?" | tee -a "$OUT/log.txt"
 }
-declare -A DEV=([one]="--device cuda:0" [layer]="--device cuda:0,cuda:1 --split layer"
-                [tensor]="--device cuda:0,cuda:1 --split tensor"
-                [replicate]="--device cuda:0,cuda:1 --split replicate")
+GPUS=${HOIST_GPUS:-$(nvidia-smi -L | grep -c '^GPU')}
+ALL=$(seq -s, -f 'cuda:%g' 0 $((GPUS - 1)))
+declare -A DEV=([one]="--device cuda:0" [layer]="--device $ALL --split layer"
+                [tensor]="--device $ALL --split tensor"
+                [replicate]="--device $ALL --split replicate")
 
 log "machine"
 { nvidia-smi --query-gpu=index,name,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
@@ -46,10 +49,11 @@ for mode in layer tensor replicate; do
 done
 
 log "ceilings"
-"$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 >/dev/null  # warms the page cache
-"$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 | tee "$OUT/ceiling-read.json" | tee -a "$OUT/log.txt"
+THREADS=$(nproc)
+"$BIN/hoist_ceilings" read "$MODEL" --threads "$THREADS" --chunk-mib 8 >/dev/null  # warms the page cache
+"$BIN/hoist_ceilings" read "$MODEL" --threads "$THREADS" --chunk-mib 8 | tee "$OUT/ceiling-read.json" | tee -a "$OUT/log.txt"
 "$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib 16 | tee "$OUT/ceiling-h2d-1.json" | tee -a "$OUT/log.txt"
-"$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib 16 --gpus 2 | tee "$OUT/ceiling-h2d-2.json" | tee -a "$OUT/log.txt"
+"$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib $((8 * GPUS)) --gpus "$GPUS" | tee "$OUT/ceiling-h2d-all.json" | tee -a "$OUT/log.txt"
 
 for round in 1 2 3; do
   log "warm round $round"
@@ -64,25 +68,26 @@ for mode in layer tensor replicate; do
   load "verify-$mode" verify "$MODEL" ${DEV[$mode]}
 done
 
-log "peers, warm: two independent hoist load processes, one per GPU"
+log "peers, warm: $GPUS independent hoist load processes, one per GPU"
 settle
-"$BIN/hoist" load "$MODEL" --device cuda:0 --json --quiet >"$OUT/independent-0.json" 2>>"$OUT/log.txt" &
-"$BIN/hoist" load "$MODEL" --device cuda:1 --json --quiet >"$OUT/independent-1.json" 2>>"$OUT/log.txt"
+for ((g = 0; g < GPUS; ++g)); do
+  "$BIN/hoist" load "$MODEL" --device "cuda:$g" --json --quiet >"$OUT/independent-$g.json" 2>>"$OUT/log.txt" &
+done
 wait
-log "peers, warm: safetensors get_slice per rank (vLLM's default), two processes"
-timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks 2 | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
+log "peers, warm: safetensors get_slice per rank (vLLM's default), $GPUS processes"
+timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks "$GPUS" | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
 
-log "rank mode: torchrun --nproc-per-node 2, hoist.load_file(process_group=WORLD) over NCCL"
+log "rank mode: torchrun --nproc-per-node $GPUS, hoist.load_file(process_group=WORLD) over NCCL"
 # shellcheck source=scripts/device/build_python.sh
 source scripts/device/build_python.sh
 if build_python; then
-  PYTHONPATH=$PWD/build-py/python timeout 300 torchrun --nproc-per-node 2 \
+  PYTHONPATH=$PWD/build-py/python timeout 300 torchrun --nproc-per-node "$GPUS" \
     scripts/device/rank_mode_probe.py "$MODEL" 2>>"$OUT/log.txt" | tee "$OUT/rank-mode.jsonl" | tee -a "$OUT/log.txt"
 fi
 
 if [ "$COLD" = 1 ]; then
   log "cold: the raw O_DIRECT read, then each mode with --io direct after drop_caches"
-  "$BIN/hoist_ceilings" read "$MODEL" --threads 32 --chunk-mib 8 --direct | tee "$OUT/ceiling-direct.json" | tee -a "$OUT/log.txt"
+  "$BIN/hoist_ceilings" read "$MODEL" --threads "$THREADS" --chunk-mib 8 --direct | tee "$OUT/ceiling-direct.json" | tee -a "$OUT/log.txt"
   for mode in one layer tensor replicate; do
     sync; echo 3 >/proc/sys/vm/drop_caches
     # shellcheck disable=SC2086

@@ -2,7 +2,7 @@
 one-GPU load and the ceilings of the same run. Usage: python3 multi_gpu_summary.py OUT_DIR
 
 Rates are of the model's bytes (each file byte once): for a replicated load the bytes landed
-are twice that, and its figure to compare is its time against the one-GPU load's.
+are that times the GPUs, and its figure to compare is its time against the one-GPU load's.
 """
 import json
 import os
@@ -21,9 +21,10 @@ def load(name):
         return {"error": str(e)}
 
 
-c1, c2 = load("ceiling-h2d-1.json"), load("ceiling-h2d-2.json")
+c1, c2 = load("ceiling-h2d-1.json"), load("ceiling-h2d-all.json")
 read, direct = load("ceiling-read.json"), load("ceiling-direct.json")
-print(f"ceilings: pinned H2D one GPU {c1.get('gbps', 0):.2f} GB/s, both at once "
+gpus = len([n for n in os.listdir(out) if n.startswith("independent-")]) or 2
+print(f"ceilings: pinned H2D one GPU {c1.get('gbps', 0):.2f} GB/s, all {gpus} at once "
       f"{c2.get('gbps', 0):.2f}; page-cache read {read.get('gbps', 0):.2f}; O_DIRECT read "
       f"{direct.get('gbps', 0):.2f}")
 one = [load(f"one-{r}.json") for r in (1, 2, 3)]
@@ -51,15 +52,15 @@ for mode in ("layer", "tensor", "replicate"):
     j = load(f"verify-{mode}.json")
     print(f"verify {mode}: verified={j.get('verified')} mismatches={len(j.get('mismatches', []))} "
           f"parts={j.get('tensor_count')}")
-ind = [load(f"independent-{g}.json") for g in (0, 1)]
+ind = [load(f"independent-{g}.json") for g in range(gpus)]
 if all("wall_s" in j for j in ind):
     wall = max(j["wall_s"] for j in ind)
     rates = ", ".join("%.2f" % j["gbps"] for j in ind)
-    print(f"peer: two independent hoist processes: {rates} GB/s, "
-          f"both done in {wall:.3f} s ({2 * model_bytes / wall / 1e9:.2f} GB/s landed)")
+    print(f"peer: {gpus} independent hoist processes: {rates} GB/s, "
+          f"all done in {wall:.3f} s ({gpus * model_bytes / wall / 1e9:.2f} GB/s landed)")
 tp = load("peer-safetensors-tp.json")
 if "wall_s" in tp:
-    print(f"peer: safetensors get_slice per rank, 2 processes: {tp['wall_s']:.3f} s, "
+    print(f"peer: safetensors get_slice per rank, {gpus} processes: {tp['wall_s']:.3f} s, "
           f"{model_bytes / tp['wall_s'] / 1e9:.2f} GB/s of model bytes")
 try:
     with open(os.path.join(out, "rank-mode.jsonl")) as f:
