@@ -8,7 +8,8 @@
 # Prepare here with `bash scripts/device/prepare.sh`, then the device tool (kind
 # nvidia-h200-x2, or -x8 with HOIST_SIZE=110GiB for the eight-GPU run) with carry [".device"]:
 # bash scripts/device/multi_gpu.sh
-# HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads.
+# HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads and
+# HOIST_WARM=0 everything else but the ceilings (a large model's run in two calls).
 # Results under $OUT: log.txt, summary.txt and runs.tar.gz (one `hoist load --json` each; the
 # device tool brings back at most 8 files).
 set -uo pipefail
@@ -17,6 +18,7 @@ OUT=$(mktemp -d)
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
 SIZE=${HOIST_SIZE:-20GiB}
 COLD=${HOIST_COLD:-1}
+WARM=${HOIST_WARM:-1}
 MODEL=$MODEL_DIR/model-$SIZE.safetensors
 BIN=$PWD/.device
 export NCCL_NVLS_ENABLE=0
@@ -55,34 +57,36 @@ THREADS=$(nproc)
 "$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib 16 | tee "$OUT/ceiling-h2d-1.json" | tee -a "$OUT/log.txt"
 "$BIN/hoist_ceilings" h2d --mib-per-copy 64 --total-gib $((8 * GPUS)) --gpus "$GPUS" | tee "$OUT/ceiling-h2d-all.json" | tee -a "$OUT/log.txt"
 
-for round in 1 2 3; do
-  log "warm round $round"
-  for mode in one layer tensor replicate; do
-    # shellcheck disable=SC2086
-    load "$mode-$round" load "$MODEL" ${DEV[$mode]}
+if [ "$WARM" = 1 ]; then
+  for round in 1 2 3; do
+    log "warm round $round"
+    for mode in one layer tensor replicate; do
+      # shellcheck disable=SC2086
+      load "$mode-$round" load "$MODEL" ${DEV[$mode]}
+    done
   done
-done
-log "verify every mode"
-for mode in layer tensor replicate; do
-  # shellcheck disable=SC2086
-  load "verify-$mode" verify "$MODEL" ${DEV[$mode]}
-done
+  log "verify every mode"
+  for mode in layer tensor replicate; do
+    # shellcheck disable=SC2086
+    load "verify-$mode" verify "$MODEL" ${DEV[$mode]}
+  done
 
-log "peers, warm: $GPUS independent hoist load processes, one per GPU"
-settle
-for ((g = 0; g < GPUS; ++g)); do
-  "$BIN/hoist" load "$MODEL" --device "cuda:$g" --json --quiet >"$OUT/independent-$g.json" 2>>"$OUT/log.txt" &
-done
-wait
-log "peers, warm: safetensors get_slice per rank (vLLM's default), $GPUS processes"
-timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks "$GPUS" | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
+  log "peers, warm: $GPUS independent hoist load processes, one per GPU"
+  settle
+  for ((g = 0; g < GPUS; ++g)); do
+    "$BIN/hoist" load "$MODEL" --device "cuda:$g" --json --quiet >"$OUT/independent-$g.json" 2>>"$OUT/log.txt" &
+  done
+  wait
+  log "peers, warm: safetensors get_slice per rank (vLLM's default), $GPUS processes"
+  timeout 300 python3 scripts/device/tp_safetensors_peer.py "$MODEL" --ranks "$GPUS" | tee "$OUT/peer-safetensors-tp.json" | tee -a "$OUT/log.txt"
 
-log "rank mode: torchrun --nproc-per-node $GPUS, hoist.load_file(process_group=WORLD) over NCCL"
-# shellcheck source=scripts/device/build_python.sh
-source scripts/device/build_python.sh
-if build_python; then
-  PYTHONPATH=$PWD/build-py/python timeout 300 torchrun --nproc-per-node "$GPUS" \
-    scripts/device/rank_mode_probe.py "$MODEL" 2>>"$OUT/log.txt" | tee "$OUT/rank-mode.jsonl" | tee -a "$OUT/log.txt"
+  log "rank mode: torchrun --nproc-per-node $GPUS, hoist.load_file(process_group=WORLD) over NCCL"
+  # shellcheck source=scripts/device/build_python.sh
+  source scripts/device/build_python.sh
+  if build_python; then
+    PYTHONPATH=$PWD/build-py/python timeout 300 torchrun --nproc-per-node "$GPUS" \
+      scripts/device/rank_mode_probe.py "$MODEL" 2>>"$OUT/log.txt" | tee "$OUT/rank-mode.jsonl" | tee -a "$OUT/log.txt"
+  fi
 fi
 
 if [ "$COLD" = 1 ]; then

@@ -28,7 +28,7 @@ print(f"ceilings: pinned H2D one GPU {c1.get('gbps', 0):.2f} GB/s, all {gpus} at
       f"{c2.get('gbps', 0):.2f}; page-cache read {read.get('gbps', 0):.2f}; O_DIRECT read "
       f"{direct.get('gbps', 0):.2f}")
 one = [load(f"one-{r}.json") for r in (1, 2, 3)]
-model_bytes = next((j["bytes"] for j in one if "bytes" in j), 0)
+model_bytes = next((j["bytes"] for j in one + [load("cold-one.json")] if "bytes" in j), 0)
 one_wall = statistics.median([j["wall_s"] for j in one if "wall_s" in j] or [0])
 print(f"model: {model_bytes / 2**30:.2f} GiB; one-GPU load median {one_wall:.3f} s")
 print(f"{'mode':<10} {'warm GB/s (model bytes / wall), 3 rounds':<44} {'x ceiling':>9} "
