@@ -333,10 +333,12 @@ class ErrorTest(unittest.TestCase):
         path = os.path.join(self.dir.name, "m.safetensors")
         write_safetensors(path, [("x", "U8", (64 << 20,), bytes(64 << 20))])
         # The signal comes from this process, a second into a load of 6.4 s, and the child says
-        # when it saw it (CLOCK_MONOTONIC is the machine's): no thread of the child has to be
-        # scheduled for the signal to be sent.
+        # when it saw it (CLOCK_MONOTONIC is the machine's).
+        # The child takes Python's own SIGINT handler back: a test run from a background job
+        # inherits SIGINT ignored, and Python then leaves it ignored.
         script = textwrap.dedent(f"""
-            import time, hoist, torch
+            import signal, time, hoist, torch
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             print("ready", flush=True)
             start = time.monotonic()
             try:
