@@ -2,10 +2,14 @@
 read through the engine in batches that grow while the caller keeps taking what was read ahead,
 and slices of them."""
 import os
+import threading
 
 from . import HoistError, Model, load_file as _hoist_load_file
+from ._ahead import ReadAhead, host_tensor, pin_host_memory
 
-_FRAMEWORKS = ("pt", "torch", "np", "numpy")
+_FRAMEWORKS = ("pt", "torch", "pytorch", "np", "numpy")
+# What safetensors 0.8 also accepts but hoist gives no tensors for.
+_OTHER_FRAMEWORKS = ("tf", "tensorflow", "jax", "flax", "mlx", "paddle")
 # A batch of get_tensor reads starts this large and doubles while the caller keeps taking the
 # tensors read ahead, up to the largest: one load per batch keeps the link busy, and the bound
 # keeps what is read ahead (and not yet asked for) small.
@@ -38,41 +42,20 @@ class _Slice:
         return self._info.dtype
 
     def __getitem__(self, index):
-        _check_index(index, list(self._owner._model.load_shape(self._name)), self._owner.Error)
-        if not self._owner._on_host():
-            return self._owner._region(self._name, index)
-        if not isinstance(index, tuple):
-            index = (index,)
-        shape = self._owner._model.load_shape(self._name)
-        if not shape:  # a scalar: its one value, indexed as asked (`...`, `()`)
-            return self._owner._read_rows(self._name, 0, 1)[index]
-        if not index:
-            index = (slice(None),)
-        if any(i is Ellipsis for i in index):
-            rows = slice(None)
-        else:
-            rows = index[0]
-        if not isinstance(rows, (int, slice)) or isinstance(rows, bool):
-            # A list or an array of indices: the whole tensor, indexed as torch does.
-            return self._owner._read_rows(self._name, 0, shape[0])[index]
-        count = shape[0]
-        if isinstance(rows, int):
-            at = rows + count if rows < 0 else rows
-            if not 0 <= at < count:
-                raise self._owner.Error(f"index {rows} is out of range for dimension 0 of "
-                                      f"'{self._name}', of size {count}")
-            first, last = at, at + 1
-            rest = (0,) + tuple(index[1:])
-        elif isinstance(rows, slice):
-            start, stop, step = rows.indices(count)
-            if step != 1:
-                raise self._owner.Error("slices with a step are not supported")
-            first, last = start, max(start, stop)
-            rest = (slice(None),) + tuple(index[1:]) if index[0] is not Ellipsis else index
-        else:
-            raise self._owner.Error(f"cannot index '{self._name}' with {type(rows).__name__}")
-        part = self._owner._read_rows(self._name, first, last)
-        return part[rest]
+        owner = self._owner
+        shape = list(owner._model.load_shape(self._name))
+        _check_index(index, shape, owner.Error, torch_semantics=not owner._numpy)
+        if not owner._on_host():
+            with owner._lock:
+                return owner._region(self._name, index)
+        if _whole_index(index, len(shape)):
+            return owner._whole(self._name)  # the tensor itself: nothing copied
+        region = None if owner._numpy else _region_of(owner._model, self._name, index, owner.Error)
+        if region is not None:
+            return _finish(owner._load_one_region(self._name, region[0]), region[1])
+        # Steps, lists, an ellipsis, fewer than two dimensions: indexed as torch or numpy does.
+        part = owner._whole(self._name)[index]
+        return part.copy() if owner._numpy else part.clone()
 
 
 class TensorReader:
@@ -84,8 +67,11 @@ class TensorReader:
     MISSING_IS_FILE_NOT_FOUND = False  # a missing file: FileNotFoundError, else Error
 
     def __init__(self, filename, framework, device="cpu"):
+        if framework in _OTHER_FRAMEWORKS:
+            raise self.Error(f"framework {framework} is not supported by hoist: pt (torch, "
+                             f"pytorch) or np (numpy)")
         if framework not in _FRAMEWORKS:
-            raise self.Error(f"framework {framework!r} is not supported: pt or np")
+            raise self.Error(f"framework {framework} is invalid")
         self._numpy = framework in ("np", "numpy")
         self._path = os.fspath(filename)
         self._closed = False
@@ -114,21 +100,36 @@ class TensorReader:
         self._frontier = 0    # file position up to which batches were planned
         self._pending = None  # (future, keys, store) of the batch read in the background
         self._pool = None
+        self._lock = threading.RLock()  # a device handle's read-ahead state, for any thread
+        self._host = None
+        if self._on_host():
+            self._pinned = not self._numpy and pin_host_memory()
+            self._host = ReadAhead(self._by_offset,
+                                   {n: t.nbytes for n, t in self._model.tensors.items()},
+                                   self._read_host)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self._closed = True
-        if self._pending is not None:
-            self._settle(required=False)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-        self._ahead.clear()
-        self._ahead_regions.clear()
-        self._taken.clear()
+        if self._host is not None:
+            self._host.close()
+        with self._lock:
+            if self._pending is not None:
+                self._settle(required=False)
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+            self._ahead.clear()
+            self._ahead_regions.clear()
+            self._taken.clear()
         return False
+
+    def __del__(self):
+        host = getattr(self, "_host", None)
+        if host is not None:
+            host.close()
 
     def _open(self):
         if self._closed:
@@ -164,8 +165,19 @@ class TensorReader:
         return self._whole(name)
 
     def get_tensors(self):
-        """{name: tensor} of every tensor, in keys() order."""
-        return {name: self.get_tensor(name) for name in self.keys()}
+        """{name: tensor} of every tensor, in offset_keys() order (safetensors 0.8's)."""
+        return {name: self.get_tensor(name) for name in self.offset_keys()}
+
+    def _read_all(self):
+        """{name: tensor} of every tensor, in offset_keys() order, in one load (load_file)."""
+        self._open()
+        if self._host is not None:
+            return self._read_host(self._by_offset)
+        try:
+            loaded = _hoist_load_file(self._model, device=self._device)
+        except HoistError as e:
+            raise self.Error(str(e)) from e
+        return {name: loaded[name] for name in self._by_offset}
 
     def _on_host(self):
         return self._numpy or str(self._device) == "cpu"
@@ -181,7 +193,14 @@ class TensorReader:
     # waits, so no load starts and ends with the link idle. At most two batches are held.
 
     def _whole(self, name):
-        """Tensor `name`, from what was read ahead or in a new batch from it on."""
+        """Tensor `name`: on the host from the shared read-ahead, else from what was read ahead
+        or in a new batch from it on."""
+        if self._host is not None:
+            return self._host.get(name)
+        with self._lock:
+            return self._device_whole(name)
+
+    def _device_whole(self, name):
         self._taken.add(name)
         self._pattern = None
         hit = self._take(self._ahead, name)
@@ -326,21 +345,58 @@ class TensorReader:
             raise self.Error(str(e)) from e
         return out
 
-    def _read_rows(self, name, first, last):
-        """Rows [first, last) of the tensor (as loaded: a block-quantized one is uint8
-        [rows, bytes_per_row]), read from the file alone, on the device."""
-        info = self._model.tensors[name]
-        quantized = self._model.is_quantized(name)
-        shape = list(self._model.load_shape(name)) or [1]
-        row_bytes = info.nbytes // shape[0] if shape[0] else 0
-        with open(self._path, "rb") as f:
-            f.seek(info.offset + first * row_bytes)
-            data = f.read((last - first) * row_bytes)
-        if len(data) != (last - first) * row_bytes:
-            raise self.Error(f"{self._path}: the file ends inside tensor '{name}'")
-        shape = [last - first] + shape[1:] if info.shape else []
-        return _from_bytes(bytearray(data), "U8" if quantized else info.dtype, shape,
-                           self._device, self._numpy)
+    def _host_tensor(self, shape, name):
+        """Memory on the host for (part of) tensor `name`: a torch tensor, pinned when a GPU is
+        present, or a numpy array; and its address."""
+        if self._numpy:
+            import numpy
+            from . import _NUMPY_DTYPES
+            dtype = ("uint8" if self._model.is_quantized(name)
+                     else _NUMPY_DTYPES[self._model.tensors[name].dtype])
+            array = numpy.empty(shape, dtype=dtype)
+            return array, array.ctypes.data
+        from . import torch_dtype
+        tensor = host_tensor(list(shape), torch_dtype(self._model, name), self._pinned)
+        return tensor, tensor.data_ptr()
+
+    def _read_host(self, names):
+        """{name: tensor} of whole tensors read into host memory in one native load."""
+        from . import fill
+        out, destinations = {}, []
+        for name in names:
+            out[name], address = self._host_tensor(self._model.load_shape(name), name)
+            if self._model.tensors[name].nbytes:
+                destinations.append((name, address))
+        if destinations:
+            try:
+                fill(self._model, destinations, "host")
+            except HoistError as e:
+                raise self.Error(str(e)) from e
+        return out
+
+    def _load_one_region(self, name, cut):
+        """Rows r0:r1, columns c0:c1 of tensor `name` (cut), read alone into host memory."""
+        r0, r1, c0, c1 = cut
+        shape = self._model.load_shape(name)
+        tensor, address = self._host_tensor([r1 - r0, c1 - c0] + list(shape[2:]), name)
+        row_bytes = self._model.tensors[name].nbytes // shape[0]
+        column_bytes = row_bytes // shape[1]
+        try:
+            self._model._native.load_regions(
+                [(self._model._indices[name], row_bytes, r0, r1, c0 * column_bytes,
+                  c1 * column_bytes, address)], "host")
+        except HoistError as e:
+            raise self.Error(str(e)) from e
+        return tensor
+
+
+def _whole_index(index, ndim):
+    """Whether `index` selects the whole tensor as it is (`...`, `:`, `()`, `[:, :]`)."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(i is Ellipsis for i in items):
+        return sum(i is Ellipsis for i in items) == 1 and all(
+            i is Ellipsis or (isinstance(i, slice) and i == slice(None)) for i in items)
+    return len(items) <= ndim and all(isinstance(i, slice) and i == slice(None) for i in items)
 
 
 def _index_text(index):
@@ -353,19 +409,21 @@ def _index_text(index):
     return "[" + ", ".join(one(i) for i in index) + "]"
 
 
-def _check_index(index, shape, error):
+def _check_index(index, shape, error, torch_semantics):
     """safetensors' checks of a slice's index, with its messages: integers inside their
-    dimension, and lists empty."""
+    dimension; for numpy (torch_semantics False) also stops inside it and lists empty, while
+    torch's indexing (safetensors 0.8's pt framework) clamps stops and takes lists."""
     items = index if isinstance(index, tuple) else (index,)
     for dim, item in enumerate(items):
         if item is Ellipsis:
             return  # what follows counts from the end
-        if isinstance(item, list) and item:
+        if isinstance(item, list) and item and not torch_semantics:
             raise error("Non empty lists are not implemented")
         if dim >= len(shape):
             continue
         size = shape[dim]
-        if isinstance(item, slice) and item.stop is not None and item.stop > size:
+        if isinstance(item, slice) and item.stop is not None and item.stop > size and \
+                not torch_semantics:
             # numpy would clamp; safetensors refuses, naming the last index asked for
             raise error(f"Error during slicing {_index_text(items)} with shape {list(shape)}: "
                         f"index {item.stop - 1} out of bounds for tensor dimension #{dim} of "

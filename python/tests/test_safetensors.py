@@ -55,7 +55,7 @@ class SaveTest(unittest.TestCase):
     def test_round_trip_through_bytes_files_and_hoist(self):
         tensors = sample()
         back = load(save(tensors))
-        self.assertEqual(list(back), sorted(tensors))
+        self.assertEqual(list(back), sorted(tensors))  # load(bytes): by name
         for k, t in tensors.items():
             self.assertTrue(same(back[k], t), k)
         with tempfile.TemporaryDirectory() as tmp:
@@ -64,7 +64,9 @@ class SaveTest(unittest.TestCase):
             model = hoist.open(path)  # hoist's own reader accepts every byte of it
             self.assertEqual(set(model.tensors), set(tensors))
             loaded = load_file(path)
-            self.assertEqual(list(loaded), sorted(tensors))
+            # File order, as safetensors 0.8's load_file (get_tensors over offset_keys) gives it.
+            self.assertEqual(list(loaded), sorted(model.tensors,
+                                                  key=lambda n: model.tensors[n].offset))
             for k, t in tensors.items():
                 self.assertTrue(same(loaded[k], t), k)
 
@@ -97,12 +99,13 @@ class SafeOpenTest(unittest.TestCase):
         for k, t in self.tensors.items():
             self.assertTrue(same(got[k], t), k)
 
-    def test_reads_ahead_in_file_order_and_any_order_works(self):
+    def test_reads_one_tensor_first_then_ahead_and_any_order_works(self):
         with safe_open(self.path, framework="pt") as f:
             order = f.offset_keys()
             first = f.get_tensor(order[0])
             self.assertTrue(same(first, self.tensors[order[0]]))
-            self.assertEqual(set(f._ahead), set(order[1:]))  # one batch: the file is small
+            self.assertEqual(f._host.stats["misses"], 1)  # the first request: that tensor alone
+            self.assertEqual(f._host.stats["batches"], 0)
             for k in reversed(order[1:]):
                 self.assertTrue(same(f.get_tensor(k), self.tensors[k]), k)
             self.assertTrue(same(f.get_tensor(order[0]), first))  # asked again: read again
@@ -120,9 +123,11 @@ class SafeOpenTest(unittest.TestCase):
                 s[64]
             self.assertEqual(str(caught.exception), "Error during slicing [64] with shape "
                              "[64, 48]: index 64 out of bounds for tensor dimension #0 of size 64")
-            with self.assertRaises(SafetensorError) as caught:
-                s[60:100]  # safetensors refuses what numpy would clamp
-            self.assertIn("index 99 out of bounds for tensor dimension #0", str(caught.exception))
+            # torch's indexing, as safetensors 0.8's pt framework gives it: stops clamped,
+            # steps and lists taken.
+            for index in [slice(60, 100), (slice(None), slice(40, 99)), slice(None, None, 2),
+                          (slice(1, 9, 3), slice(None, None, 5)), [0, 2, 63], (Ellipsis, 3)]:
+                self.assertTrue(torch.equal(s[index], full[index]), index)
             self.assertTrue(torch.equal(f.get_slice("scalar")[...], self.tensors["scalar"]))
 
     def test_get_slice_on_a_device_reads_only_the_region(self):

@@ -14,18 +14,77 @@ on a GPU a slice is a region read through the engine (columns staged by rows, on
 the device). Files are read with hoist's checks: a malformed one raises SafetensorError naming
 the byte offset and the rule.
 """
+import builtins
+import importlib.machinery
+import importlib.util
 import json
+import os
 import struct
 import sys
 
-from .._reader import TensorReader
+from .._reader import _OTHER_FRAMEWORKS, TensorReader
 
 __all__ = ["safe_open", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
-           "deserialize", "patch", "unpatch"]
+           "deserialize", "patch", "unpatch", "__version__"]
+
+
+def _installed_version():
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("safetensors")
+    except (ImportError, PackageNotFoundError):
+        return "0.8.0"  # the version whose surface this reproduces
+
+
+# What code that checks safetensors' version reads: the installed safetensors' own, else the
+# version this module reproduces.
+__version__ = _installed_version()
 
 
 class SafetensorError(Exception):
     """What safetensors raises for a malformed file, an unknown tensor or a bad argument."""
+
+
+_BACKENDS = ("mmap", "pread")
+
+
+def _check_backend(backend):
+    """safetensors 0.8's backend argument: "mmap" or "pread" (hoist reads one way for both)."""
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str, not {type(backend).__name__}")
+    if backend not in _BACKENDS:
+        raise SafetensorError(f'backend "{backend}" is invalid (expected one of: "mmap", '
+                              f'"pread")')
+
+
+_real_module = []
+
+
+def _real_safetensors():
+    """The installed safetensors' native module (for the frameworks hoist gives no tensors
+    for: tf, flax, mlx, paddle), or None where safetensors is not installed."""
+    if not _real_module:
+        module = sys.modules.get("safetensors._safetensors_rust")
+        if module is None:
+            found = None
+            for directory in _real_package_path():
+                found = importlib.machinery.PathFinder.find_spec("_safetensors_rust", [directory])
+                if found is not None:
+                    break
+            if found is not None:
+                module = importlib.util.module_from_spec(found)
+                found.loader.exec_module(module)
+        _real_module.append(module)
+    return _real_module[0]
+
+
+def _real_package_path():
+    """The installed safetensors package's directories, found on sys.path ([] if none)."""
+    spec = importlib.machinery.PathFinder.find_spec("safetensors")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [d for d in spec.submodule_search_locations if os.path.abspath(d) != here]
 
 
 _ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2,
@@ -36,11 +95,43 @@ _ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0":
 class safe_open(TensorReader):  # noqa: N801 (safetensors' name)
     """A safetensors file opened for reading: keys(), offset_keys(), metadata(),
     get_tensor(name), get_slice(name); a context manager. device: "cpu", "cuda", "cuda:N", an
-    int, or hoist's "sim[...]"."""
+    int, or hoist's "sim[...]". backend: "mmap" or "pread", as safetensors 0.8 takes it; hoist
+    reads through its own engine for both. On the CPU, tensors are read ahead (in the order the
+    requests follow) into pinned memory when a GPU is present; any thread may use the handle.
+    framework tf, flax, mlx or paddle opens the file with the installed safetensors, where
+    there is one."""
 
     Error = SafetensorError
     FORMAT = "safetensors"
     MISSING_IS_FILE_NOT_FOUND = True  # as safetensors raises
+
+    def __new__(cls, filename, framework, device="cpu", *, backend="mmap"):
+        _check_backend(backend)
+        if framework in _OTHER_FRAMEWORKS:
+            real = _real_safetensors()
+            if real is not None:
+                return real.safe_open(filename, framework, device, backend=backend)
+        return super().__new__(cls)
+
+    def __init__(self, filename, framework, device="cpu", *, backend="mmap"):
+        super().__init__(filename, framework, device)
+
+
+class _safe_open_handle(safe_open):  # noqa: N801 (safetensors' name)
+    """safe_open over an open file object (its name is opened), as safetensors 0.8 has it."""
+
+    def __new__(cls, f, framework, device="cpu", *, backend="mmap"):
+        return super().__new__(cls, _handle_name(f), framework, device, backend=backend)
+
+    def __init__(self, f, framework, device="cpu", *, backend="mmap"):
+        super().__init__(_handle_name(f), framework, device, backend=backend)
+
+
+def _handle_name(f):
+    if not hasattr(f, "fileno") or not hasattr(f, "name"):
+        raise AttributeError(f"{type(f).__name__} object has no attribute 'fileno' or 'name': "
+                             f"_safe_open_handle takes an open file")
+    return f.name
 
 
 # safetensors' Dtype order (it sorts tensors by dtype, last first, then by name).
@@ -134,16 +225,33 @@ def serialize(tensor_dict, metadata=None):
 
 
 def serialize_file(tensor_dict, filename, metadata=None):
-    """Writes serialize(tensor_dict, metadata) to filename."""
-    import os
-    data = serialize(tensor_dict, metadata)
-    with open(os.fspath(filename), "wb") as f:
-        f.write(data)
+    """Writes serialize(tensor_dict, metadata) to filename, through a temporary file renamed
+    over it: a reader that has the old file open never sees a half-written one."""
+    _write_replacing(os.fspath(filename), serialize(tensor_dict, metadata))
 
 
-def deserialize(data):
+def _write_replacing(path, data):
+    """Writes data to path through a temporary file in the same directory, renamed over it."""
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def deserialize(bytes):  # noqa: A002 (safetensors' parameter name)
     """[(name, {"shape", "dtype", "data": bytearray})] of safetensors bytes, in file order."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    data = bytes
+    if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes, not {type(data).__name__}")
     header, start = _parse(data, "Error while deserializing")
     body = len(data) - start
@@ -188,13 +296,19 @@ def _parse(data, where):
 
 
 _saved_modules = None
+_saved_path = None
 
 
 def patch():
     """Makes `import safetensors` (with .torch and .numpy) give hoist's modules, for
-    programs that cannot be changed. Code that imported safetensors before keeps what it has."""
-    global _saved_modules
-    from . import torch as torch_module
+    programs that cannot be changed. Code that imported safetensors before keeps what it has.
+    Where safetensors is installed, its other submodules (flax, tensorflow, paddle, mlx) stay
+    importable and open files through the installed safetensors."""
+    global _saved_modules, _saved_path
+    try:
+        from . import torch as torch_module
+    except ImportError:  # no torch here: safetensors.torch could not be used either
+        torch_module = None
     try:
         from . import numpy as numpy_module
     except ImportError:  # no numpy here: safetensors.numpy could not be used either
@@ -202,15 +316,18 @@ def patch():
     if _saved_modules is None:
         _saved_modules = {k: sys.modules.get(k)
                           for k in ("safetensors", "safetensors.torch", "safetensors.numpy")}
+        _saved_path = list(__path__)
+        __path__.extend(d for d in _real_package_path() if d not in __path__)
     sys.modules["safetensors"] = sys.modules[__name__]
-    sys.modules["safetensors.torch"] = torch_module
+    if torch_module is not None:
+        sys.modules["safetensors.torch"] = torch_module
     if numpy_module is not None:
         sys.modules["safetensors.numpy"] = numpy_module
 
 
 def unpatch():
     """Undoes patch()."""
-    global _saved_modules
+    global _saved_modules, _saved_path
     if _saved_modules is None:
         return
     for name, module in _saved_modules.items():
@@ -218,4 +335,5 @@ def unpatch():
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = module
-    _saved_modules = None
+    __path__[:] = _saved_path
+    _saved_modules = _saved_path = None

@@ -7,7 +7,8 @@ import os
 
 import numpy as np
 
-from . import SafetensorError, TensorSpec, deserialize, safe_open, serialize, serialize_file
+from . import (SafetensorError, TensorSpec, _check_backend, deserialize, safe_open, serialize,
+               serialize_file)
 
 __all__ = ["save", "save_file", "load", "load_file"]
 
@@ -17,7 +18,7 @@ _TYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int
           "I8": np.int8, "U8": np.uint8, "BOOL": bool, "C64": np.complex64}
 
 
-def _flatten(tensor_dict, keep_alive):
+def _flatten(tensor_dict, keep_alive_buffer):
     if not isinstance(tensor_dict, dict):
         raise TypeError(f"tensor_dict must be a dict of str to numpy arrays, not "
                         f"{type(tensor_dict).__name__}")
@@ -29,7 +30,7 @@ def _flatten(tensor_dict, keep_alive):
                                              np.little_endian is False):
             array = array.byteswap().view(array.dtype.newbyteorder("<"))
         array = np.ascontiguousarray(array)
-        keep_alive.append(array)  # the bytes stay valid while serialize reads them
+        keep_alive_buffer.append(array)  # the bytes stay valid while serialize reads them
         specs[name] = TensorSpec(dtype=array.dtype.name, shape=array.shape,
                                  data_ptr=array.ctypes.data, data_len=array.nbytes)
     return specs
@@ -49,23 +50,49 @@ def save_file(tensor_dict, filename, metadata=None):
 
 def load(data):
     """{name: np.ndarray} from the bytes of a safetensors file."""
+    return _view2np(deserialize(data))
+
+
+def _getdtype(dtype_str):
+    """The numpy dtype of a header's dtype code (little-endian)."""
+    dtype = _TYPES.get(dtype_str)
+    if dtype is None:
+        raise SafetensorError(f"dtype {dtype_str} has no numpy dtype")
+    return np.dtype(dtype).newbyteorder("<")
+
+
+def _view2np(safeview):
+    """{name: np.ndarray} of deserialize()'s [(name, {"dtype", "shape", "data"})]."""
     out = {}
-    for name, item in deserialize(data):
-        dtype = _TYPES.get(item["dtype"])
-        if dtype is None:
+    for name, item in safeview:
+        try:
+            dtype = _getdtype(item["dtype"])
+        except SafetensorError:
             raise SafetensorError(f"tensor '{name}' is {item['dtype']}, which numpy has no "
-                                  f"dtype for")
-        out[name] = np.frombuffer(item["data"], dtype=np.dtype(dtype).newbyteorder("<")) \
-            .reshape(item["shape"])
+                                  f"dtype for") from None
+        out[name] = np.frombuffer(item["data"], dtype=dtype).reshape(item["shape"])
     return out
 
 
+def _is_little_endian(tensor):
+    """Whether the array's bytes are little-endian (as a safetensors file holds them)."""
+    byteorder = tensor.dtype.byteorder
+    if byteorder == "=":
+        return np.little_endian
+    if byteorder in ("|", "<"):
+        return True
+    if byteorder == ">":
+        return False
+    raise ValueError(f"Unexpected byte order {byteorder}")
+
+
 def load_file(filename, *, backend="mmap"):
-    """{name: np.ndarray} of every tensor in the file, read through hoist's engine (backend is
-    accepted for safetensors' signature; hoist reads one way)."""
-    del backend
+    """{name: np.ndarray} of every tensor in the file, in file order, read through hoist's
+    engine in one load (backend "mmap" or "pread" is checked as safetensors does; hoist reads
+    one way)."""
+    _check_backend(backend)
     path = os.fspath(filename)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No such file or directory: {path}")
     with safe_open(path, framework="np") as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
+        return f._read_all()
