@@ -50,7 +50,7 @@ for stage in "${stages[@]}"; do
       cmake --build build -j "$jobs"
       if grep -q "^HOIST_CUDA:BOOL=ON" build/CMakeCache.txt; then
         echo "CUDA backend compiled with $(grep -m1 '^CMAKE_CUDA_COMPILER:' build/CMakeCache.txt || echo nvcc)"
-        build/hoist load ../shared/corpus/gguf/dummy-10-tensors.gguf --device cuda:0 --quiet || true
+        build/hoist load tests/corpus/gguf/dummy-10-tensors.gguf --device cuda:0 --quiet || true
       else
         echo "no CUDA toolkit: the CUDA backend is not compiled in this build"
       fi
@@ -88,8 +88,8 @@ for stage in "${stages[@]}"; do
       for target in gguf safetensors index options; do
         seeds=$(mktemp -d)
         case $target in
-          gguf) cp ../shared/corpus/gguf/dummy-10-tensors.gguf ../shared/corpus/gguf/llama-2-tiny-random.gguf "$seeds"/ ;;
-          safetensors) head -c 65536 ../shared/corpus/safetensors/hadamards.safetensors >"$seeds"/head ;;
+          gguf) cp tests/corpus/gguf/dummy-10-tensors.gguf tests/corpus/gguf/llama-2-tiny-random.gguf "$seeds"/ ;;
+          safetensors) head -c 65536 tests/corpus/safetensors/hadamards.safetensors >"$seeds"/head ;;
           index) printf '{"metadata":{"total_size":8},"weight_map":{"a":"x.safetensors"}}' >"$seeds"/index.json ;;
           options) printf '\001--chunk\0003.3\000--staging\000nan\000--threads\0008' >"$seeds"/cli
                    head -c 96 /dev/urandom >"$seeds"/c_api ;;
@@ -129,7 +129,7 @@ for stage in "${stages[@]}"; do
         -DHOIST_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=None >/dev/null
       cmake --build build-hip -j "$jobs"
       set +e
-      out=$(build-hip/hoist load ../shared/corpus/gguf/dummy-10-tensors.gguf --device hip:0 2>&1)
+      out=$(build-hip/hoist load tests/corpus/gguf/dummy-10-tensors.gguf --device hip:0 2>&1)
       rc=$?
       set -e
       echo "$out"
@@ -144,7 +144,7 @@ for stage in "${stages[@]}"; do
       # Unoptimised: this stage checks the packaging; the main stage tests the optimised build.
       HOIST_CMAKE_ARGS="-DHOIST_CUDA=OFF -DCMAKE_BUILD_TYPE=None -DHOIST_WERROR=ON" HOIST_BUILD_JOBS=$jobs \
         "$python" -m pip install --no-build-isolation --no-deps --no-index --quiet --target "$target" .
-      (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/../shared/corpus" \
+      (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/tests/corpus" \
         HOIST_CLI="$OLDPWD/build/hoist" "$python" -m unittest discover -s "$OLDPWD/python/tests")
       rm -rf "$target"
       ;;

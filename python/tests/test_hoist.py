@@ -20,7 +20,7 @@ import xxhash
 import hoist
 import hoist.torch
 
-CORPUS = os.environ.get("HOIST_CORPUS_DIR", os.path.join(os.path.dirname(__file__), "../../../shared/corpus"))
+CORPUS = os.environ.get("HOIST_CORPUS_DIR", os.path.join(os.path.dirname(__file__), "../../tests/corpus"))
 HOIST_CLI = os.environ.get("HOIST_CLI", "hoist")
 
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
