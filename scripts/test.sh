@@ -41,6 +41,11 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2086
       clang-format --dry-run --Werror $files
       echo "$(echo "$files" | wc -w) files formatted as .clang-format says"
+      # A clone must pass alone: nothing the build or the tests read lies outside the repository.
+      if [ -d .git ] && git grep -n '\.\./shar''ed/' -- ':!*.md'; then
+        echo "the lines above reach outside the repository" >&2
+        exit 1
+      fi
       ;;
     main)
       banner "main build and tests"

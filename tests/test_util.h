@@ -14,7 +14,8 @@
 
 namespace hoist::testing {
 
-// The corpus of real files written by other tools (tests/corpus, origins and licences in its README).
+// The corpus of real files written by other tools (tests/corpus; origins and licences in its
+// README).
 std::string CorpusDir();
 
 // A fresh directory removed with everything in it when the object goes away.
