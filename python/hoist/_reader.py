@@ -5,7 +5,7 @@ import os
 import threading
 
 from . import HoistError, Model, load_file as _hoist_load_file
-from ._ahead import ReadAhead, host_tensor, pin_host_memory
+from ._ahead import ReadAhead, host_tensor, host_tensors, pin_host_memory
 
 _FRAMEWORKS = ("pt", "torch", "pytorch", "np", "numpy")
 # What safetensors 0.8 also accepts but hoist gives no tensors for.
@@ -361,12 +361,16 @@ class TensorReader:
 
     def _read_host(self, names):
         """{name: tensor} of whole tensors read into host memory in one native load."""
-        from . import fill
-        out, destinations = {}, []
-        for name in names:
-            out[name], address = self._host_tensor(self._model.load_shape(name), name)
-            if self._model.tensors[name].nbytes:
-                destinations.append((name, address))
+        from . import fill, torch_dtype
+        if self._numpy:
+            out = {n: self._host_tensor(self._model.load_shape(n), n)[0] for n in names}
+            address = {n: a.ctypes.data for n, a in out.items()}
+        else:
+            tensors = host_tensors([(list(self._model.load_shape(n)), torch_dtype(self._model, n))
+                                    for n in names], self._pinned)
+            out = dict(zip(names, tensors))
+            address = {n: t.data_ptr() for n, t in out.items()}
+        destinations = [(n, address[n]) for n in names if self._model.tensors[n].nbytes]
         if destinations:
             try:
                 fill(self._model, destinations, "host")

@@ -155,27 +155,48 @@ class ReadAheadTest(unittest.TestCase):
         self.assertEqual(sorted(read_names), sorted(names))  # each read exactly once
 
 
-class PinnedBudgetTest(unittest.TestCase):
-    def test_pinned_memory_callers_keep_is_bounded_then_pageable(self):
-        pinned_calls = []
-        real_empty = torch.empty
+class PinnedPoolTest(unittest.TestCase):
+    """The pool on a CPU torch: registration (cudaHostRegister) is replaced by a recorder."""
 
-        def empty(*args, pin_memory=False, **kwargs):  # a CPU torch cannot pin: pretend
-            pinned_calls.append(pin_memory)
-            return real_empty(*args, **kwargs)
-        budget = hoist._ahead.PinnedBudget()
-        budget.limit = 3 << 20
-        with mock.patch.object(hoist._ahead, "PINNED", budget), \
-                mock.patch.object(torch, "empty", empty):
-            kept = [hoist._ahead.host_tensor([1 << 20], torch.uint8, True) for _ in range(4)]
-            self.assertEqual(pinned_calls, [True, True, True, False])  # the 4th: pageable
-            self.assertEqual(budget.used, 3 << 20)
-            del kept[0]  # the caller drops one: its bytes count no more
-            self.assertEqual(budget.used, 2 << 20)
-            hoist._ahead.host_tensor([1 << 20], torch.uint8, True)
-            self.assertEqual(pinned_calls[-1], True)
+    def setUp(self):
+        self.registered = []
+        patches = [mock.patch.object(hoist._ahead, "_register",
+                                     lambda a, n: self.registered.append(n) or True),
+                   mock.patch.object(hoist._ahead, "_settle_devices", lambda: None)]
+        for p in patches:
+            p.start()
+            self.addCleanup(p.stop)
+        self.pool = hoist._ahead.PinnedPool()
+        self.pool.limit = 3 * hoist._ahead._SLAB
+
+    def test_slabs_are_pinned_once_and_reused_after_every_view_is_freed(self):
+        with mock.patch.object(hoist._ahead, "POOL", self.pool):
+            specs = [([1000], torch.float32), ([3, 5], torch.bfloat16), ([0], torch.int8)]
+            first = hoist._ahead.host_tensors(specs, True)
+            self.assertEqual([tuple(t.shape) for t in first], [(1000,), (3, 5), (0,)])
+            self.assertEqual(first[1].data_ptr() - first[0].data_ptr(), 4096)  # 256-aligned
+            first[0].fill_(1.5)
+            first[1].fill_(2)
+            self.assertTrue(torch.all(first[0] == 1.5))  # the views do not overlap
+            self.assertEqual(self.registered, [hoist._ahead._SLAB])
+            kept = first[1][1:]  # a view of a view keeps the slab
+            del first
+            again = hoist._ahead.host_tensor([10], torch.uint8, True)
+            self.assertEqual(len(self.registered), 2)  # the first slab is still held
+            del kept, again
+            hoist._ahead.host_tensor([10], torch.uint8, True)
+            self.assertEqual(len(self.registered), 2)  # reused, not pinned again
+
+    def test_past_the_bound_tensors_are_pageable(self):
+        with mock.patch.object(hoist._ahead, "POOL", self.pool):
+            kept = [hoist._ahead.host_tensor([8], torch.uint8, True) for _ in range(3)]
+            self.assertEqual(self.pool.pinned_bytes, 3 * hoist._ahead._SLAB)
+            pageable = hoist._ahead.host_tensor([8], torch.uint8, True)
+            self.assertEqual(len(self.registered), 3)
+            self.assertTrue(torch.equal(pageable.fill_(7), torch.full((8,), 7, dtype=torch.uint8)))
+            large = self.pool.take(2 * hoist._ahead._SLAB + 1)
+            self.assertIsNone(large)  # a slab that does not fit under the bound
             del kept
-        self.assertEqual(budget.used, 0)
 
 
 def transformers_5_17_load(shard_paths, device, dtype):
