@@ -3,6 +3,7 @@ read through the engine in batches that grow while the caller keeps taking what 
 and slices of them."""
 import os
 import threading
+import weakref
 
 from . import HoistError, Model, load_file as _hoist_load_file
 from ._ahead import ReadAhead, host_tensor, host_tensors, pin_host_memory
@@ -106,7 +107,7 @@ class TensorReader:
             self._pinned = not self._numpy and pin_host_memory()
             self._host = ReadAhead(self._by_offset,
                                    {n: t.nbytes for n, t in self._model.tensors.items()},
-                                   self._read_host)
+                                   _weak_read(self))
 
     def __enter__(self):
         return self
@@ -392,6 +393,19 @@ class TensorReader:
         except HoistError as e:
             raise self.Error(str(e)) from e
         return tensor
+
+
+def _weak_read(reader):
+    """reader._read_host without keeping the reader alive: a handle its caller drops without
+    closing is collected, and closing it ends its read-ahead thread."""
+    ref = weakref.ref(reader)
+
+    def read(names):
+        owner = ref()
+        if owner is None:
+            raise HoistError("the file's handle is gone", "cancelled")
+        return owner._read_host(names)
+    return read
 
 
 def _whole_index(index, ndim):

@@ -255,6 +255,22 @@ class TransformersReplayTest(unittest.TestCase):
             self.assertEqual(got[n].dtype, tensors[n].dtype, n)
             self.assertTrue(torch.equal(got[n], tensors[n]), n)
 
+    def test_a_handle_dropped_without_closing_ends_its_read_ahead(self):
+        import gc
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.safetensors")
+            save_file({f"w{i}": torch.full((64,), i) for i in range(8)}, path)
+            f = safe_open(path, framework="pt")
+            f.get_tensor("w0")
+            f.get_tensor("w1")  # the read-ahead thread starts
+            engine = f._host
+            self.assertIsNotNone(engine._thread)
+            thread = engine._thread
+            del f
+            gc.collect()
+            thread.join(timeout=10)
+            self.assertFalse(thread.is_alive())
+
     def test_eight_threads_on_one_cpu_and_one_device_handle(self):
         g = torch.Generator().manual_seed(2)
         tensors = {f"w{i:02d}": torch.randn(16, 8 + i, generator=g) for i in range(64)}
