@@ -125,10 +125,31 @@ def torch_dtype(model, name):
     return getattr(torch, attr)
 
 
+def _device_names(text):
+    """The devices a comma-joined string names, as hoist's native side splits it: a sim's
+    options hold commas too ("sim:bandwidth=2GB/s,engines=3" is one device)."""
+    names = []
+    for piece in text.split(","):
+        if names and "=" in piece and ":" not in piece and names[-1].startswith("sim:"):
+            names[-1] += "," + piece
+        else:
+            names.append(piece)
+    return names
+
+
 def hoist_device(device):
-    """Maps a torch device ("cpu", "cuda", "cuda:1", torch.device, int) to hoist's name, and
-    returns (hoist_name, torch_device_or_string). "sim[:options]" loads through hoist's
+    """Maps a torch device ("cpu", "cuda", "cuda:1", torch.device, int; hoist's "host" and
+    "auto" too) to hoist's name, and returns (hoist_name, torch_device_or_string). "sim[:options]" loads through hoist's
     simulated DMA engine into host memory."""
+    if device == "host":  # hoist's CLI name for the CPU
+        device = "cpu"
+    elif device == "auto":  # as the CLI: the first GPU when one is usable, else the CPU
+        torch = _torch()
+        device = "cuda:0" if torch is not None and torch.cuda.is_available() else "cpu"
+    if isinstance(device, str) and len(_device_names(device)) > 1:
+        raise HoistError(f"device {device!r} names several devices: give them as a list "
+                         f"(device=[{', '.join(repr(d) for d in _device_names(device))}])",
+                         "invalid argument")
     if isinstance(device, str) and device.startswith("sim"):
         # hoist's simulated DMA engine (fault injection for tests; docs/CLI.md): host memory.
         return device, "cpu" if _torch() is None else _torch().device("cpu")

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -42,9 +43,25 @@ struct LoadedDeleter {
   void operator()(hoist_loaded* l) const { hoist_loaded_free(l); }
 };
 
+// Tensor names cross into Python as str, a byte that is not UTF-8 as a lone surrogate
+// (surrogateescape, as os.fsdecode gives file names), and back to the same bytes: GGUF names
+// are bytes, and a name no decoder accepts must still load.
+py::str NameToPython(const char* name) {
+  PyObject* text =
+      PyUnicode_DecodeUTF8(name, static_cast<Py_ssize_t>(std::strlen(name)), "surrogateescape");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
+std::string NameFromPython(const py::str& name) {
+  PyObject* bytes = PyUnicode_AsEncodedString(name.ptr(), "utf-8", "surrogateescape");
+  if (bytes == nullptr) throw py::error_already_set();
+  return std::string(py::reinterpret_steal<py::bytes>(bytes));
+}
+
 // One tensor: (name, dtype, shape, nbytes, file index, byte offset).
 using TensorTuple =
-    std::tuple<std::string, std::string, std::vector<uint64_t>, uint64_t, uint32_t, uint64_t>;
+    std::tuple<py::str, std::string, std::vector<uint64_t>, uint64_t, uint32_t, uint64_t>;
 
 // State shared with the C callbacks of one load. Destinations are resolved before the GIL is
 // released; the progress callback takes the GIL back to check for Ctrl-C and to call Python.
@@ -346,12 +363,15 @@ class Model {
   }
 
   // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
-  std::unique_ptr<Stream> StreamTensors(const std::vector<std::string>& names,
+  std::unique_ptr<Stream> StreamTensors(const std::vector<py::str>& names,
                                         const std::string& device, int threads,
                                         uint64_t chunk_bytes, uint64_t staging_bytes,
                                         double stall_timeout_s, bool direct_io) {
-    return std::make_unique<Stream>(model_, names, device, threads, chunk_bytes, staging_bytes,
-                                    stall_timeout_s, direct_io);
+    std::vector<std::string> name_bytes;
+    name_bytes.reserve(names.size());
+    for (const py::str& name : names) name_bytes.push_back(NameFromPython(name));
+    return std::make_unique<Stream>(model_, std::move(name_bytes), device, threads, chunk_bytes,
+                                    staging_bytes, stall_timeout_s, direct_io);
   }
 
   std::string format() const { return hoist_model_format(model_.get()); }
@@ -365,8 +385,9 @@ class Model {
       hoist_tensor_info t{};
       const hoist_status status = hoist_model_tensor(model_.get(), i, &t);
       if (status != HOIST_OK) Raise(status);
-      out.emplace_back(t.name, t.dtype, std::vector<uint64_t>(t.shape, t.shape + t.ndim), t.nbytes,
-                       t.file, t.offset);
+      out.emplace_back(NameToPython(t.name), t.dtype,
+                       std::vector<uint64_t>(t.shape, t.shape + t.ndim), t.nbytes, t.file,
+                       t.offset);
     }
     return out;
   }
@@ -374,20 +395,25 @@ class Model {
   // Copies the named tensors into the given addresses (each with room for the tensor's
   // nbytes, on `device`) and returns the load report (JSON). The caller keeps the memory
   // alive and owns it; hoist allocates nothing on the device.
-  std::string LoadInto(const std::vector<std::pair<std::string, uintptr_t>>& destinations,
+  std::string LoadInto(const std::vector<std::pair<py::str, uintptr_t>>& destinations,
                        const std::string& device, const py::object& progress, int threads,
                        uint64_t chunk_bytes, uint64_t staging_bytes, double stall_timeout_s,
                        bool checksum, bool direct_io, const std::vector<uint32_t>& placement) {
     LoadCall call;
     call.progress = progress;
+    std::vector<std::string> name_bytes;
+    name_bytes.reserve(destinations.size());
+    for (const auto& destination : destinations) {
+      name_bytes.push_back(NameFromPython(destination.first));
+    }
     std::vector<const char*> names;
     names.reserve(destinations.size());
-    for (const auto& [name, address] : destinations) {
+    for (size_t i = 0; i < destinations.size(); ++i) {
       size_t index = 0;
-      const hoist_status status = hoist_model_find(model_.get(), name.c_str(), &index);
+      const hoist_status status = hoist_model_find(model_.get(), name_bytes[i].c_str(), &index);
       if (status != HOIST_OK) Raise(status);
-      call.destinations[index] = address;
-      names.push_back(name.c_str());
+      call.destinations[index] = destinations[i].second;
+      names.push_back(name_bytes[i].c_str());
     }
     hoist_load_options options =
         LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);

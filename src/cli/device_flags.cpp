@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "base/units.h"
 #include "cli/load_flags.h"
@@ -50,6 +50,36 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlag
   return devices;
 }
 
+namespace {
+
+// A plan file's text. Only a regular file of at most kMaxPlanBytes is read: a FIFO would block
+// waiting for a writer and a device such as /dev/zero never ends.
+constexpr uint64_t kMaxPlanBytes = 16ull << 20;
+
+Result<std::string> ReadPlanFile(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
+  if (!std::filesystem::is_regular_file(status)) {
+    return Status::InvalidArgument(path + ": not a regular file (a plan is a JSON file)");
+  }
+  const uint64_t size = std::filesystem::file_size(path, error);
+  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
+  if (size > kMaxPlanBytes) {
+    return Status::InvalidArgument(path + ": " + std::to_string(size) +
+                                   " bytes; a plan is at most " + std::to_string(kMaxPlanBytes) +
+                                   " bytes");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return Status::IoError(path + ": cannot be read");
+  }
+  return text;
+}
+
+}  // namespace
+
 Result<DevicePlan> PlaceTensors(const DeviceFlags& flags, const TensorDirectory& dir,
                                 const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   DevicePlan plan;
@@ -65,12 +95,9 @@ Result<DevicePlan> PlaceTensors(const DeviceFlags& flags, const TensorDirectory&
   }
   std::vector<CutRule> rules;
   if (!flags.split_plan.empty()) {
-    std::ifstream in(flags.split_plan, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) return Status::IoError(flags.split_plan + ": cannot be read");
+    HOIST_ASSIGN_OR_RETURN(const std::string text, ReadPlanFile(flags.split_plan));
     HOIST_ASSIGN_OR_RETURN(
-        rules, ParseCutRules(text.str(), flags.split_plan, static_cast<uint32_t>(devices.size())));
+        rules, ParseCutRules(text, flags.split_plan, static_cast<uint32_t>(devices.size())));
   }
   HOIST_ASSIGN_OR_RETURN(plan.regions,
                          PlaceParts(dir, devices, flags.split, flags.tensor_split, rules, hint));

@@ -68,12 +68,21 @@ Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
 #endif
   }
   return Status::InvalidArgument("unknown device '" + spec +
-                                 "': expected auto, host, sim[:options] or cuda:N");
+                                 "': expected auto, host (or cpu), sim[:options] or cuda[:N]");
+}
+
+// The names torch, transformers and accelerate users write, as hoist's: "cpu" is the host,
+// and a GPU kind without an index ("cuda") its first device.
+std::string CanonicalDeviceName(const std::string& spec) {
+  if (spec == "cpu") return "host";
+  if (spec == "cuda" || spec == "hip" || spec == "gpu") return spec + ":0";
+  return spec;
 }
 
 }  // namespace
 
-Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec) {
+Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec_as_given) {
+  const std::string spec = CanonicalDeviceName(spec_as_given);
   std::string chosen = spec;
   if (spec == "auto") {
     chosen = "host";

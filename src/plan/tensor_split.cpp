@@ -4,9 +4,11 @@
 #include <cmath>
 #include <numeric>
 #include <set>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
+#include "base/platform.h"
 #include "format/dtypes.h"
 
 namespace hoist {
@@ -103,39 +105,109 @@ Cut DefaultCut(const std::string& name) {
   return Cut::kReplicate;
 }
 
+namespace {
+
+// Reads a plan's one object a key at a time (nlohmann's SAX interface): the keys in file order,
+// a repeated key refused, each key looked up once (linear in the file), the count bounded, and
+// a stop signal seen every 1024 keys. Stops at the first error, which status() then holds.
+class PlanReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  PlanReader(const std::string& path, uint32_t devices) : path_(path), devices_(devices) {}
+
+  bool null() override { return Value("null"); }
+  bool boolean(bool v) override { return Value(v ? "true" : "false"); }
+  bool number_integer(number_integer_t v) override { return Value(std::to_string(v)); }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (depth_ != 1 || v >= devices_) return Value(std::to_string(v));
+    return Add(Cut::kOneDevice, static_cast<uint32_t>(v));
+  }
+  bool number_float(number_float_t v, const string_t& text) override {
+    (void)v;
+    return Value(text);
+  }
+  bool string(string_t& v) override {
+    if (depth_ == 1 && v == "rows") return Add(Cut::kRows, 0);
+    if (depth_ == 1 && v == "columns") return Add(Cut::kColumns, 0);
+    if (depth_ == 1 && v == "replicate") return Add(Cut::kReplicate, 0);
+    return Value(nlohmann::json(v).dump());
+  }
+  bool binary(binary_t& /*v*/) override { return Value("binary"); }
+  bool start_object(std::size_t /*n*/) override {
+    if (depth_ == 0) {
+      depth_ = 1;
+      return true;
+    }
+    return Value("{...}");
+  }
+  bool key(string_t& k) override {
+    if (rules_.size() >= kMaxCutRules) {
+      return Fail(Status::InvalidArgument(path_ + ": a plan holds at most " +
+                                          std::to_string(kMaxCutRules) + " patterns"));
+    }
+    if (!seen_.insert(k).second) {
+      return Fail(Status::InvalidArgument(path_ + ": pattern \"" + k +
+                                          "\" is given twice (patterns are tried in file order)"));
+    }
+    if (seen_.size() % 1024 == 0) {
+      Status stop = StopRequested();
+      if (!stop.ok()) return Fail(stop);
+    }
+    key_ = k;
+    return true;
+  }
+  bool end_object() override {
+    depth_ = 2;  // the plan's object is closed: nothing may follow it
+    return true;
+  }
+  bool start_array(std::size_t /*n*/) override { return Value("[...]"); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string& /*token*/,
+                   const nlohmann::detail::exception& /*e*/) override {
+    return Fail(Status::InvalidArgument(path_ + ": not JSON at byte " + std::to_string(position) +
+                                        ": a plan is one object of pattern: cut"));
+  }
+
+  const Status& status() const { return status_; }
+  std::vector<CutRule> TakeRules() { return std::move(rules_); }
+
+ private:
+  // A value that is no cut: inside the object it names the entry, else the plan is no object.
+  bool Value(const std::string& text) {
+    if (depth_ != 1) {
+      return Fail(Status::InvalidArgument(path_ + ": a plan is one JSON object of pattern: cut"));
+    }
+    return Fail(Status::InvalidArgument(path_ + ": \"" + key_ + "\": " + text +
+                                        " is not \"rows\", \"columns\", \"replicate\" or a "
+                                        "device index below " +
+                                        std::to_string(devices_)));
+  }
+  bool Add(Cut cut, uint32_t device) {
+    rules_.push_back(CutRule{key_, cut, device});
+    return true;
+  }
+  bool Fail(Status status) {
+    if (status_.ok()) status_ = std::move(status);
+    return false;
+  }
+
+  const std::string& path_;
+  const uint32_t devices_;
+  int depth_ = 0;  // 0 before the object, 1 inside it, 2 after it
+  std::string key_;
+  std::unordered_set<std::string> seen_;
+  std::vector<CutRule> rules_;
+  Status status_;
+};
+
+}  // namespace
+
 Result<std::vector<CutRule>> ParseCutRules(const std::string& json_text, const std::string& path,
                                            uint32_t devices) {
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return Status::InvalidArgument(path + ": not JSON at byte " + std::to_string(e.byte) +
-                                   ": a plan is one object of pattern: cut");
-  }
-  if (!j.is_object()) {
-    return Status::InvalidArgument(path + ": a plan is one JSON object of pattern: cut");
-  }
-  std::vector<CutRule> rules;
-  for (const auto& [pattern, value] : j.items()) {
-    CutRule rule{pattern, Cut::kReplicate, 0};
-    if (value.is_string() && value == "rows") {
-      rule.cut = Cut::kRows;
-    } else if (value.is_string() && value == "columns") {
-      rule.cut = Cut::kColumns;
-    } else if (value.is_string() && value == "replicate") {
-      rule.cut = Cut::kReplicate;
-    } else if (value.is_number_unsigned() && value.get<uint64_t>() < devices) {
-      rule.cut = Cut::kOneDevice;
-      rule.device = value.get<uint32_t>();
-    } else {
-      return Status::InvalidArgument(path + ": \"" + pattern + "\": " + value.dump() +
-                                     " is not \"rows\", \"columns\", \"replicate\" or a device "
-                                     "index below " +
-                                     std::to_string(devices));
-    }
-    rules.push_back(std::move(rule));
-  }
-  return rules;
+  PlanReader reader(path, devices);
+  const bool parsed = nlohmann::json::sax_parse(json_text, &reader);
+  if (!reader.status().ok()) return reader.status();
+  if (!parsed) return Status::InvalidArgument(path + ": a plan is one JSON object of pattern: cut");
+  return reader.TakeRules();
 }
 
 std::vector<CutRule> ChooseCuts(const TensorDirectory& dir, const std::vector<CutRule>& rules) {

@@ -7,6 +7,7 @@
 // else (norms, routers, fused or unknown weights) whole on every device.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +38,10 @@ struct CutRule {
 Cut DefaultCut(const std::string& name);
 
 // A plan file: one JSON object whose keys are patterns and whose values are "rows", "columns",
-// "replicate" or a device index (0-based, in --device order), tried in file order. Errors name
-// `path` and the entry.
+// "replicate" or a device index (0-based, in --device order), tried in file order. A pattern
+// given twice, more than kMaxCutRules patterns, or a stop signal while it is read is an error
+// (kCancelled for the signal); errors name `path` and the entry. Linear in the text's length.
+inline constexpr size_t kMaxCutRules = 65536;
 Result<std::vector<CutRule>> ParseCutRules(const std::string& json_text, const std::string& path,
                                            uint32_t devices);
 

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#ifndef _WIN32
+#include <sys/stat.h>
+#endif
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -116,6 +119,31 @@ TEST_F(MultiDeviceCliTest, ASplitRefusesWhatItCannotDoWithAClearError) {
   EXPECT_EQ(bad.exit_code, 1) << bad.err;
   EXPECT_NE(bad.err.find(plan_file + ": \"*\": \"diagonal\" is not \"rows\""), std::string::npos)
       << bad.err;
+  // A plan that is no regular file or is too large is refused before it is read: a FIFO would
+  // wait for a writer, /dev/zero never ends.
+#ifndef _WIN32
+  const std::string fifo = tmp_.File("plan.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& special : {fifo, std::string("/dev/zero")}) {
+    auto r = RunHoist({"load", model_, "--device", "sim,sim", "--split", "tensor", "--split-plan",
+                       special, "--quiet"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(special + ": not a regular file (a plan is a JSON file)"),
+              std::string::npos)
+        << r.err;
+  }
+#endif
+  const std::string huge = tmp_.File("huge.json");
+  {
+    std::ofstream out(huge, std::ios::binary);
+    out << "{\"*\": \"rows\"}";
+    out << std::string((16u << 20) + 1, ' ');
+  }
+  auto too_large = RunHoist({"load", model_, "--device", "sim,sim", "--split", "tensor",
+                             "--split-plan", huge, "--quiet"});
+  EXPECT_EQ(too_large.exit_code, 1);
+  EXPECT_NE(too_large.err.find("; a plan is at most 16777216 bytes"), std::string::npos)
+      << too_large.err;
   auto layer_plan = RunHoist({"load", model_, "--device", "sim,sim", "--split-plan", plan_file});
   EXPECT_EQ(layer_plan.exit_code, 1);
   EXPECT_NE(layer_plan.err.find("--split-plan is for --split tensor"), std::string::npos)

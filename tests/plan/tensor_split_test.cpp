@@ -147,6 +147,42 @@ TEST(TensorSplitTest, APlanFileOverridesTheRulesInItsOrder) {
   for (const CutRule& c : ChooseCuts(d, *exact)) EXPECT_NE(c.cut, Cut::kOneDevice);
 }
 
+TEST(TensorSplitTest, APlanRefusesARepeatedPatternAndTooManyAndKeepsFileOrder) {
+  auto twice = ParseCutRules(R"({"*.weight": "rows", "x": 0, "*.weight": "columns"})", "p.json", 2);
+  EXPECT_EQ(twice.status().message(),
+            "p.json: pattern \"*.weight\" is given twice (patterns are tried in file order)");
+  // Every value that is no cut names its entry, whatever its JSON type.
+  for (const char* value : {"null", "true", "-1", "1.5", "[1]", "{\"a\": 1}", "2"}) {
+    auto bad = ParseCutRules(std::string(R"({"k": )") + value + "}", "p.json", 2);
+    EXPECT_EQ(bad.status().message(), std::string("p.json: \"k\": ") +
+                                          (std::string(value) == "{\"a\": 1}" ? "{...}"
+                                           : std::string(value) == "[1]"      ? "[...]"
+                                                                              : value) +
+                                          " is not \"rows\", \"columns\", \"replicate\" or a "
+                                          "device index below 2");
+  }
+  EXPECT_EQ(ParseCutRules(R"({"a": "rows"} {"b": 1})", "p.json", 2).status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(ParseCutRules("", "p.json", 2).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(ParseCutRules("{}", "p.json", 2).ok());
+  // The most patterns a plan holds, in file order, read in one pass; one more is refused.
+  std::string text = "{";
+  for (size_t i = 0; i < kMaxCutRules; ++i) {
+    text += (i ? ",\"p" : "\"p") + std::to_string(kMaxCutRules - i) + "\":" + std::to_string(i % 2);
+  }
+  auto most = ParseCutRules(text + "}", "big.json", 2);
+  ASSERT_TRUE(most.ok()) << most.status().ToString();
+  ASSERT_EQ(most->size(), kMaxCutRules);
+  const std::string first = std::to_string(kMaxCutRules);
+  EXPECT_EQ(most->front().pattern.substr(1), first);
+  EXPECT_EQ(most->front().pattern[0], 'p');
+  EXPECT_EQ(most->back().pattern, "p1");
+  EXPECT_EQ(most->back().device, (kMaxCutRules - 1) % 2);
+  auto over = ParseCutRules(text + R"(,"one more":0})", "big.json", 2);
+  EXPECT_EQ(over.status().message(),
+            "big.json: a plan holds at most " + std::to_string(kMaxCutRules) + " patterns");
+}
+
 TEST(TensorSplitTest, ReplicationPutsEveryTensorOnEveryDevice) {
   const TensorDirectory d = Two("F32", {8, 6}, 192);
   const std::vector<TensorRegion> regions = ReplicateTensors(d, 3);
