@@ -52,6 +52,18 @@ TEST_F(LoadCliTest, JsonSummaryWithChecksumsMatchesTheReference) {
   for (const auto& t : reference[relative]["tensors"]) EXPECT_EQ(xxh3.at(t["name"]), t["xxh3"]);
 }
 
+TEST_F(LoadCliTest, DeviceNamesAsTorchUsersWriteThem) {
+  // "cpu" is the host; "cuda" without an index its first GPU (none here: said plainly).
+  auto cpu = RunHoist({"load", model_, "--device", "cpu", "--json", "--quiet"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(nlohmann::json::parse(cpu.out)["device"], "host");
+  auto bad = RunHoist({"load", model_, "--device", "tpu:0", "--quiet"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("expected auto, host (or cpu), sim[:options] or cuda[:N]"),
+            std::string::npos)
+      << bad.err;
+}
+
 TEST_F(LoadCliTest, HumanSummaryNamesPhasesAndStaging) {
   auto r = RunHoist({"load", model_, "--device", "host", "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
