@@ -60,6 +60,21 @@ for stage in "${stages[@]}"; do
         echo "no CUDA toolkit: the CUDA backend is not compiled in this build"
       fi
       ctest --test-dir build --output-on-failure -j "$jobs"
+      # The C API as an engine uses it: installed, then examples/load_model.c built by a C-only
+      # CMake project (find_package, hoist::hoist) and by a plain cc with pkg-config.
+      rm -rf build/install build/consumer
+      cmake --install build --prefix "$PWD/build/install" >/dev/null
+      cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" \
+        -DHOIST_EXAMPLE="$PWD/examples/load_model.c" >/dev/null
+      cmake --build build/consumer >/dev/null
+      # shellcheck disable=SC2046
+      cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_pkg_config \
+        $(PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" pkg-config --cflags --libs hoist)
+      for consumer in build/consumer/load_model build/consumer/load_model_pkg_config; do
+        "$consumer" tests/corpus/gguf/dummy-10-tensors.gguf host | grep -q "xxh3 4722a534a9254fca" \
+          || { echo "$consumer did not load the corpus model" >&2; exit 1; }
+      done
+      echo "a C-only CMake project and cc with pkg-config build and run examples/load_model.c"
       ;;
     tidy)
       banner "clang-tidy (.clang-tidy, warnings as errors) on src/"

@@ -22,14 +22,30 @@ Runner RegisterMakeSample(CLI::App& app) {
   cmd->add_option("PATH", options->path,
                   "the file to write (for --shards: the index or the first GGUF split)")
       ->required();
-  cmd->add_option("--format", options->spec.format, "gguf or safetensors")
-      ->check(CLI::IsMember({"gguf", "safetensors"}));
+  CLI::Option* format =
+      cmd->add_option("--format", options->spec.format,
+                      "gguf or safetensors (default: as PATH's extension says, else gguf)")
+          ->check(CLI::IsMember({"gguf", "safetensors"}));
   cmd->add_option("--size", options->size, "approximate total tensor bytes (e.g. 64MiB, 20GiB)");
   cmd->add_option("--dtypes", options->dtypes,
                   "comma-separated dtypes for the weight matrices (F16,Q4_K,...)");
   cmd->add_option("--shards", options->spec.shards, "number of files");
   cmd->add_option("--seed", options->spec.seed, "seed of the pseudo-random weights");
-  return [options]() -> int {
+  return [options, format]() -> int {
+    // The file's extension says the format; --format may only agree with it.
+    const std::string& path = options->path;
+    auto ends_with = [&](const std::string& suffix) {
+      return path.size() >= suffix.size() &&
+             path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const std::string implied = ends_with(".safetensors") || ends_with(".json") ? "safetensors"
+                                : ends_with(".gguf")                            ? "gguf"
+                                                                                : "";
+    if (format->count() == 0 && !implied.empty()) options->spec.format = implied;
+    if (!implied.empty() && options->spec.format != implied) {
+      return ReportFailure(Status::InvalidArgument(
+          path + " names a " + implied + " file but --format is " + options->spec.format));
+    }
     auto size = ParseByteSize(options->size);
     if (!size.ok()) {
       std::fprintf(stderr, "hoist: %s\n", size.status().message().c_str());

@@ -64,6 +64,20 @@ TEST_F(LoadCliTest, DeviceNamesAsTorchUsersWriteThem) {
       << bad.err;
 }
 
+TEST_F(LoadCliTest, MakeSampleWritesTheFormatItsPathNames) {
+  const std::string st = tmp_.File("sample.safetensors");
+  auto made = RunHoist({"make-sample", st, "--size", "1MiB"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto inspected = RunHoist({"inspect", st, "--json"});
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.err;
+  EXPECT_EQ(nlohmann::json::parse(inspected.out)["format"], "safetensors");
+  auto clash = RunHoist({"make-sample", tmp_.File("other.safetensors"), "--format", "gguf"});
+  EXPECT_EQ(clash.exit_code, 1);
+  EXPECT_NE(clash.err.find("other.safetensors names a safetensors file but --format is gguf"),
+            std::string::npos)
+      << clash.err;
+}
+
 TEST_F(LoadCliTest, HumanSummaryNamesPhasesAndStaging) {
   auto r = RunHoist({"load", model_, "--device", "host", "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
