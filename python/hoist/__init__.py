@@ -437,6 +437,10 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
         device = f"cuda:{torch.cuda.current_device()}"
     hoist_name, torch_device = hoist_device(device)
     rank, world = dist.get_rank(group), dist.get_world_size(group)
+    if rank < 0:
+        raise HoistError(f"this process (rank {dist.get_rank()} of the job) is not in the process "
+                         f"group given: rank mode loads each member's part, and every member "
+                         f"calls load_file with the group", "invalid argument")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     names = list(model.tensors)
     keep = set(wanted)
@@ -481,9 +485,10 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
     if size:
         chunks = list(flat.split(chunk))
         if dist.get_backend(group) != "gloo" and hasattr(dist, "all_gather_into_tensor"):
-            dist.all_gather_into_tensor(flat, chunks[rank], group=group)
+            work = dist.all_gather_into_tensor(flat, chunks[rank], group=group, async_op=True)
         else:  # gloo gathers into a list, from a buffer of its own
-            dist.all_gather(chunks, chunks[rank].clone(), group=group)
+            work = dist.all_gather(chunks, chunks[rank].clone(), group=group, async_op=True)
+        _wait_for_peers(work, rank, world, float(options.get("stall_timeout") or _STALL_TIMEOUT_S))
     for t in shared:
         name = names[t]
         n = model.tensors[name].nbytes
@@ -493,6 +498,28 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
         if model.tensors[name].nbytes == 0:
             out[name] = _new_tensor(model, name, model.load_shape(name), torch_device)
     return out
+
+
+_STALL_TIMEOUT_S = 60.0  # hoist's default stall timeout (--stall-timeout)
+
+
+def _wait_for_peers(work, rank, world, stall_timeout):
+    """Waits for a collective of the group, polling, so that Ctrl-C is seen at once and a peer
+    that failed (or hangs) costs this rank its stall timeout, not the group's own timeout (30
+    minutes by default). Raises StalledError past it; the collective is then left to the job,
+    which must end the group."""
+    import time
+    from ._errors import StalledError
+    start = time.monotonic()
+    while not work.is_completed():
+        waited = time.monotonic() - start
+        if waited > stall_timeout:
+            raise StalledError(f"rank {rank} of {world} waited {waited:.1f} s for the other ranks "
+                               f"in the all-gather of the tensors every rank holds whole (stall "
+                               f"timeout {stall_timeout:g} s): a rank failed, hangs or never "
+                               f"called load_file", "stalled")
+        time.sleep(0.005)
+    work.wait()
 
 
 def _place(model, hoist_names, split, tensor_split):

@@ -58,6 +58,48 @@ def rank_main(rank, world, init_file, path, split, results):
         dist.destroy_process_group()
 
 
+def failing_main(rank, world, init_file, path, case, results):
+    """Rank 0 loads; rank 1 does what `case` says: joins a group rank 0 is not in
+    ("outsider"), or stays alive without loading ("absent", for 5 s)."""
+    import signal
+    import time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a spawned child may inherit SIG_IGN
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    try:
+        if case == "outsider":
+            group = dist.new_group([1])  # every rank makes it; rank 0 is not in it
+            if rank == 0:
+                try:
+                    hoist.load_file(path, device="cpu", split="tensor", process_group=group)
+                    results.put((rank, "loaded", 0.0))
+                except hoist.HoistError as e:
+                    results.put((rank, str(e), 0.0))
+            else:
+                results.put((rank, "ok", 0.0))
+            return
+        if rank == 1:
+            time.sleep(5)
+            results.put((rank, "ok", 0.0))
+            return
+        start = time.monotonic()
+        results.put((rank, "ready", 0.0))
+        try:
+            hoist.load_file(path, device="cpu", split="tensor", process_group=dist.group.WORLD,
+                            stall_timeout=1.5 if case == "absent" else 30)
+            results.put((rank, "loaded", time.monotonic() - start))
+        except hoist.StalledError as e:
+            results.put((rank, str(e), time.monotonic() - start))
+        except KeyboardInterrupt:
+            results.put((rank, "KeyboardInterrupt", time.time()))
+    finally:
+        if case != "absent" and case != "interrupt":
+            dist.destroy_process_group()
+        results.close()
+        results.join_thread()  # what was put is written before the process ends
+        os._exit(0)  # a gloo collective left pending must not hold the process
+
+
 class RankModeTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -90,6 +132,50 @@ class RankModeTest(unittest.TestCase):
 
     def test_replicas_are_gathered_whole_on_every_rank(self):
         self.run_job(4, "replicate")
+
+    def run_failing(self, case, interrupt_after=None):
+        ctx = mp.get_context("spawn")
+        results = ctx.Queue()
+        init_file = os.path.join(self.tmp.name, f"init-{case}")
+        procs = [ctx.Process(target=failing_main,
+                             args=(r, 2, init_file, self.path, case, results)) for r in range(2)]
+        for p in procs:
+            p.start()
+        sent = None
+        got = {}
+        while len(got) < len(procs):
+            rank, message, seconds = results.get(timeout=60)
+            if message != "ready":
+                got[rank] = (message, seconds)
+            elif interrupt_after is not None:  # rank 0 is about to wait for its peer
+                import signal
+                import time
+                time.sleep(interrupt_after)
+                sent = time.time()
+                os.kill(procs[0].pid, signal.SIGINT)
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+        return got, sent
+
+    def test_a_rank_outside_the_group_is_told_so(self):
+        got, _ = self.run_failing("outsider")
+        self.assertIn("is not in the process group given", got[0][0])
+
+    def test_a_peer_that_never_gathers_costs_the_stall_timeout_not_the_groups(self):
+        got, _ = self.run_failing("absent")
+        message, seconds = got[0]
+        self.assertIn("rank 0 of 2 waited", message)
+        self.assertIn("(stall timeout 1.5 s): a rank failed, hangs or never called load_file",
+                      message)
+        self.assertLess(seconds, 4)  # not the 5 s the other rank stays away
+
+    def test_ctrl_c_while_waiting_for_peers_is_prompt(self):
+        got, sent = self.run_failing("interrupt", interrupt_after=1)
+        message, at = got[0]
+        self.assertEqual(message, "KeyboardInterrupt")
+        self.assertLess(at - sent, 1.0)
 
     def test_rank_mode_refuses_a_layer_split(self):
         with self.assertRaises(hoist.HoistError) as caught:
