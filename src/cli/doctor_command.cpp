@@ -152,14 +152,17 @@ int RunDoctor(const DoctorFlags& f) {
     header += "\nmodel: " + f.path + " on " + fs;
     doctor.Fact("file_system", fs);
     const int threads = std::max(8, DefaultReaderThreads());
-    const CacheDrop drop = DropPageCache();
-    if (drop.dropped) {
+    // Only the model's own pages leave the cache: emptying the machine's whole cache would
+    // slow every other program on it.
+    const Status dropped = DropFilesFromPageCache(dir->source(), paths);
+    if (dropped.ok()) {
       doctor.Measured("storage read, buffered (cold)",
                       MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
     } else {
       doctor.Measured("storage read, buffered",
-                      Status::Unavailable("the page cache cannot be emptied here (" + drop.how +
-                                          "); see the direct read"));
+                      Status::Unavailable("the model's pages cannot be dropped from the cache "
+                                          "here (" +
+                                          dropped.message() + "); see the direct read"));
     }
     auto direct = MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, true);
     doctor.Measured("storage read, direct (O_DIRECT)", direct);

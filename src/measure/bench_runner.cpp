@@ -31,14 +31,11 @@ double Median(std::vector<double> v) {
 std::string MakeCold(const TensorDirectory& dir) {
   const CacheDrop drop = DropPageCache();
   if (drop.dropped) return drop.how;
-  bool advised = true;
-  for (const FileEntry& f : dir.files) {
-    auto file = dir.source().Open(f.path, {});
-    advised =
-        advised && file.ok() && (*file)->Advise(AccessHint::kDropCache, 0, (*file)->size()).ok();
-  }
-  return advised ? "the model's pages dropped with DONTNEED (" + drop.how + ")"
-                 : "not dropped: " + drop.how;
+  std::vector<std::string> paths;
+  for (const FileEntry& f : dir.files) paths.push_back(f.path);
+  return DropFilesFromPageCache(dir.source(), paths).ok()
+             ? "the model's pages dropped with DONTNEED (" + drop.how + ")"
+             : "not dropped: " + drop.how;
 }
 
 class Bench {

@@ -23,6 +23,14 @@ double SecondsSince(Clock::time_point start) {
 
 }  // namespace
 
+Status DropFilesFromPageCache(Storage& storage, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    HOIST_ASSIGN_OR_RETURN(auto file, storage.Open(name, {}));
+    HOIST_RETURN_IF_ERROR(file->Advise(AccessHint::kDropCache, 0, file->size()));
+  }
+  return Status::Ok();
+}
+
 Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
                                        int threads, uint64_t chunk_bytes, bool direct) {
   struct Piece {

@@ -24,6 +24,11 @@ struct Throughput {
 Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
                                        int threads, uint64_t chunk_bytes, bool direct);
 
+// Drops the named files' pages from the page cache (posix_fadvise DONTNEED through
+// File::Advise), and nobody else's: for cold reads of a model without emptying the machine's
+// whole cache. OK when every file was advised.
+Status DropFilesFromPageCache(Storage& storage, const std::vector<std::string>& names);
+
 // Host-to-device copies of copy_bytes each from one pinned buffer (or, pageable, from
 // ordinary memory) until total_bytes have moved, spread over the device's queues, after a
 // warm-up. For `host` this is a memcpy into the destination. A copy that does not complete
