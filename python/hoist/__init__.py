@@ -8,11 +8,11 @@ speed of the machine's slowest link.
 
 Torch is optional: without it, host loads return numpy arrays.
 """
-import os
-from typing import NamedTuple, Tuple
+import math as _math
+import os as _os
+from typing import NamedTuple as _NamedTuple, Tuple as _Tuple
 
 from . import _native
-import math
 
 from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError,
                       ModelChangedError, NotFoundError, StalledError, TensorNotFoundError,
@@ -45,10 +45,10 @@ _NUMPY_DTYPES = {
 _GGUF_PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
 
 
-class TensorInfo(NamedTuple):
+class TensorInfo(_NamedTuple):
     name: str
     dtype: str              # the format's spelling: "BF16", "Q4_K"
-    shape: Tuple[int, ...]  # outermost dimension first
+    shape: _Tuple[int, ...]  # outermost dimension first
     nbytes: int
     file: int               # index into Model.files order of the model's files
     offset: int             # absolute byte offset in that file
@@ -59,7 +59,7 @@ class Model:
     every header; no tensor data is read until a load."""
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        self.path = _os.fspath(path)
         self._native = _native.Model(self.path)
         self.format = self._native.format
         self.tensors = {t[0]: TensorInfo(t[0], t[1], tuple(t[2]), t[3], t[4], t[5])
@@ -180,10 +180,10 @@ def hoist_device(device):
 def _progress_callback(progress):
     if progress is True:
         try:  # tqdm where it is installed (Debian: python3-tqdm), else hoist's own bar
-            import tqdm
+            import tqdm.auto
         except ImportError:
             return ProgressBar()
-        return _TqdmBar(tqdm)
+        return _TqdmBar(tqdm.auto)
     if progress in (None, False):
         return None
     if callable(progress):
@@ -195,8 +195,10 @@ class _TqdmBar:
     """progress=True through tqdm: bytes, rate and ETA as tqdm shows them."""
 
     def __init__(self, tqdm):
+        # disable=None: no bar when stderr is no terminal (a pipe, a log file); tqdm.auto
+        # draws a widget in a notebook.
         self._bar = tqdm.tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024,
-                              desc="hoist", leave=False)
+                              desc="hoist", leave=False, disable=None)
 
     def __call__(self, done, total):
         if self._bar.total != total:
@@ -216,7 +218,7 @@ def _mib_bytes(options, key):
     value = options.get(key, 0)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{key} must be a number of MiB, not {type(value).__name__}")
-    if not (math.isfinite(value) and 0 <= value <= (1 << 30)):
+    if not (_math.isfinite(value) and 0 <= value <= (1 << 30)):
         raise HoistError(f"{key} takes a number of MiB from 0 to {1 << 30}, not {value}",
                          "invalid argument")
     return int(round(value * (1 << 20)))

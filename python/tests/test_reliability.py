@@ -69,6 +69,21 @@ class HostileInputTest(unittest.TestCase):
             self.assertEqual(got.device.type, kind, device)
             self.assertTrue(torch.equal(got, torch.arange(6.0)))
 
+    def test_progress_draws_nothing_into_a_pipe(self):
+        import subprocess
+        import sys
+        path = os.path.join(self.tmp.name, "m.safetensors")
+        save_file({"a": torch.ones(256, 256)}, path)
+        code = f"import hoist; hoist.load_file({path!r}, progress=True)"
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stderr, "")
+
+    def test_the_namespace_holds_the_api_not_the_imports(self):
+        for name in ("os", "math", "NamedTuple", "Tuple"):
+            self.assertNotIn(name, dir(hoist))
+
     def test_a_file_replaced_under_a_cpu_handle_is_an_error_not_its_bytes(self):
         path = os.path.join(self.tmp.name, "m.safetensors")
         first = {"w": torch.arange(64, dtype=torch.float32).reshape(8, 8)}
