@@ -106,11 +106,14 @@ class IterTensorsTest(unittest.TestCase):
             import tqdm  # noqa: F401
         except ImportError:
             self.skipTest("tqdm is not installed")
-        err = io.StringIO()
-        with mock.patch("sys.stderr", err):
-            n = sum(1 for _ in hoist.iter_tensors(self.paths, progress=True))
-        self.assertEqual(n, len(self.tensors))
-        self.assertIn("hoist", err.getvalue())
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+        for err, drawn in ((Terminal(), True), (io.StringIO(), False)):  # a pipe: no bar
+            with mock.patch("sys.stderr", err):
+                n = sum(1 for _ in hoist.iter_tensors(self.paths, progress=True))
+            self.assertEqual(n, len(self.tensors))
+            self.assertEqual("hoist" in err.getvalue(), drawn)
         calls = []
         list(hoist.iter_tensors(self.paths, progress=lambda d, t: calls.append((d, t))))
         self.assertEqual(calls[-1][0], calls[-1][1])
