@@ -120,7 +120,8 @@ class PinnedPool:
                     return None
                 self._pinned += size
         view = numpy.frombuffer(buffer, dtype=numpy.uint8, count=nbytes)
-        weakref.finalize(view, self._give_back, size, buffer)
+        # Not at exit: the slabs go with the process, and the GPUs may be gone by then.
+        weakref.finalize(view, self._give_back, size, buffer).atexit = False
         return view
 
     def _give_back(self, size, buffer):
