@@ -22,11 +22,6 @@ _LARGEST_BATCH_BYTES = 2 << 30
 _FIRST_REGION_BATCH_BYTES = 512 << 20
 
 
-def _torch():
-    import torch
-    return torch
-
-
 class _Slice:
     """safetensors' PySafeSlice: a tensor's shape and dtype, and the parts of it asked for by
     indexing, reading only the rows the index covers."""
@@ -517,30 +512,3 @@ def _finish(tensor, rest):
     if all(isinstance(r, slice) and r == slice(None) for r in rest):
         return tensor
     return tensor[rest].clone()
-
-
-def _from_bytes(data, dtype, shape, device, as_numpy):
-    """A tensor of `dtype` and `shape` over `data` (a bytearray), on device."""
-    if as_numpy:
-        import numpy
-        np_dtype = {"BF16": "<u2", "F8_E5M2": "u1", "F8_E4M3": "u1", "F8_E8M0": "u1",
-                    "BOOL": "?"}.get(dtype)
-        if np_dtype is None:
-            np_dtype = numpy.dtype(_NUMPY_NAMES[dtype]).newbyteorder("<")
-        return numpy.frombuffer(data, dtype=np_dtype).reshape(shape).copy()
-    torch = _torch()
-    from . import _TORCH_DTYPES, hoist_device
-    attr = _TORCH_DTYPES.get(dtype)
-    if attr is None or not hasattr(torch, attr):
-        raise HoistError(f"dtype {dtype} has no torch dtype in torch {torch.__version__}",
-                         "invalid argument")
-    if not data:
-        tensor = torch.empty(shape, dtype=getattr(torch, attr))
-    else:
-        tensor = torch.frombuffer(data, dtype=getattr(torch, attr)).reshape(shape)
-    _, torch_device = hoist_device(device)
-    return tensor.to(torch_device)
-
-
-_NUMPY_NAMES = {"I8": "i1", "U8": "u1", "I16": "i2", "U16": "u2", "F16": "f2", "I32": "i4", "C64": "c8",
-                "U32": "u4", "F32": "f4", "F64": "f8", "I64": "i8", "U64": "u8"}

@@ -19,8 +19,6 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
-from .. import HoistError
-from .._reader import _from_bytes
 from . import (SafetensorError, TensorSpec, _check_backend, _parse, _serialize, _ITEMSIZE,
                _write_replacing, deserialize, safe_open, serialize, serialize_file)
 
@@ -227,12 +225,19 @@ def load(data: bytes) -> Dict[str, torch.Tensor]:
                                   f"{count} {dtype} values inside {body} bytes")
         if dtype == "F4" and shape:
             shape = shape[:-1] + [shape[-1] // 2]  # float4_e2m1fn_x2: two values per element
-        try:
-            out[name] = _from_bytes(bytearray(data[start + begin:start + end]), dtype, shape,
-                                    "cpu", False)
-        except HoistError as e:
-            raise SafetensorError(str(e)) from e
+        out[name] = _from_bytes(bytearray(data[start + begin:start + end]), dtype, shape)
     return out
+
+
+def _from_bytes(data, dtype, shape):
+    """A CPU tensor of the header's `dtype` and `shape` over `data` (a bytearray)."""
+    from .. import _TORCH_DTYPES
+    attr = _TORCH_DTYPES.get(dtype)
+    if attr is None or not hasattr(torch, attr):
+        raise SafetensorError(f"dtype {dtype} has no torch dtype in torch {torch.__version__}")
+    if not data:
+        return torch.empty(shape, dtype=getattr(torch, attr))
+    return torch.frombuffer(data, dtype=getattr(torch, attr)).reshape(shape)
 
 
 # torch.float8 formats need torch 2.1; float4 2.8.
