@@ -81,7 +81,8 @@ class TensorReader:
                 self._path.endswith(".json"):
             raise self.Error(f"{self._path}: not a {self.FORMAT} file (this reads one file; "
                              f"hoist.load_file reads indexes, directories and split sets)")
-        self._device = "cpu" if self._numpy else device
+        # "cuda" is the first GPU, as safetensors takes it (torch's would be the current one).
+        self._device = "cpu" if self._numpy else ("cuda:0" if device == "cuda" else device)
         # Names in file order: the order batches read in.
         self._by_offset = sorted(self._model.tensors,
                                  key=lambda n: (self._model.tensors[n].file,
