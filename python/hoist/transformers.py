@@ -152,7 +152,8 @@ class _CheckpointStream:
         self._models = [open_model(f) for f in files]
         self._device = device
         self._cv = threading.Condition()
-        self._landed = {}
+        self._landed = {}   # landed, not yet asked for
+        self._taken = set()
         self._error = None
         self._done = False
         self._closed = False
@@ -171,10 +172,16 @@ class _CheckpointStream:
                 self._thread = threading.Thread(target=self._run, name="hoist-transformers",
                                                 daemon=True)
                 self._thread.start()
+            if name in self._taken:
+                raise HoistError(f"hoist.transformers: tensor '{name}' was asked for twice",
+                                 "invalid argument")
             while name not in self._landed and self._error is None and not self._done:
                 self._cv.wait()
             if name in self._landed:
-                return self._landed[name]
+                # Handed over, not kept: a cast by transformers must not leave the original
+                # alive beside it.
+                self._taken.add(name)
+                return self._landed.pop(name)
             if self._error is not None:
                 raise self._error
             raise HoistError(f"hoist.transformers: no tensor '{name}' in the checkpoint",

@@ -160,9 +160,13 @@ class TransformersHookTest(unittest.TestCase):
         self.assertTrue(torch.equal(lazy[last][...], self.tensors[last]))
         with self.assertRaises(hoist.HoistError) as caught:
             for name in lazy:
-                lazy[name][...]
+                if name != last:  # each tensor is handed over once
+                    lazy[name][...]
         self.assertIn(self.files[2], str(caught.exception))
         stream.close()
+        with self.assertRaises(hoist.HoistError) as caught:  # handed over, not kept
+            stream.take(last)
+        self.assertIn("was asked for twice", str(caught.exception))
 
 
 if __name__ == "__main__":
