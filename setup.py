@@ -1,4 +1,4 @@
-"""Builds hoist._native with the project's own CMake (python/CMakeLists.txt), so that pip and
+"""Builds hoist._native and the hoist command-line tool (shipped as hoist/_bin/hoist) with the project's own CMake (python/CMakeLists.txt), so that pip and
 CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake arguments (for
 example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism."""
 import os
@@ -25,8 +25,8 @@ class CMakeBuild(build_ext):
         ] + os.environ.get("HOIST_CMAKE_ARGS", "").split()
         jobs = os.environ.get("HOIST_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.run(["cmake", "-S", source, "-B", build] + args, check=True)
-        subprocess.run(["cmake", "--build", build, "--target", "hoist_python_native", "-j", jobs],
-                       check=True)
+        subprocess.run(["cmake", "--build", build, "--target", "hoist_python_native", "hoist_cli",
+                        "-j", jobs], check=True)
         built = os.path.join(build, "python", "hoist")
         native = [f for f in os.listdir(built) if f.startswith("_native") and f.endswith((".so", ".pyd"))]
         if len(native) != 1:
@@ -34,6 +34,12 @@ class CMakeBuild(build_ext):
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         self.copy_file(os.path.join(built, native[0]), target)
+        # The command-line tool travels inside the package: `hoist` (the console script) and
+        # `python -m hoist` run it.
+        cli = "hoist.exe" if os.name == "nt" else "hoist"
+        bin_dir = os.path.join(os.path.dirname(target), "_bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        self.copy_file(os.path.join(build, cli), os.path.join(bin_dir, cli))
 
 
 setup(ext_modules=[CMakeExtension("hoist._native")], cmdclass={"build_ext": CMakeBuild},

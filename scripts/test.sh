@@ -164,6 +164,13 @@ for stage in "${stages[@]}"; do
       # Unoptimised: this stage checks the packaging; the main stage tests the optimised build.
       HOIST_CMAKE_ARGS="-DHOIST_CUDA=OFF -DCMAKE_BUILD_TYPE=None -DHOIST_WERROR=ON" HOIST_BUILD_JOBS=$jobs \
         "$python" -m pip install --no-build-isolation --no-deps --no-index --quiet --target "$target" .
+      # The command-line tool that pip installs with the package, as a module and as a script.
+      for tool in "$python -m hoist" "$target/bin/hoist"; do
+        # shellcheck disable=SC2086
+        version=$(cd /tmp && PYTHONPATH="$target" $tool --version)
+        [[ $version == "hoist "* ]] || { echo "$tool --version gave '$version'" >&2; exit 1; }
+      done
+      echo "python -m hoist and the hoist script run the installed tool: $version"
       (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/tests/corpus" \
         HOIST_CLI="$OLDPWD/build/hoist" "$python" -m unittest discover -s "$OLDPWD/python/tests")
       rm -rf "$target"

@@ -21,14 +21,6 @@ uint64_t CurrentRssBytes();
 // How much memory this process may lock (pin), in bytes; UINT64_MAX when unlimited, 0 when
 // unknown.
 uint64_t MemlockLimitBytes();
-// Empties the operating system's page cache for cold-cache measurements: the whole cache
-// where allowed (Linux as root: /proc/sys/vm/drop_caches), otherwise nothing. Returns how it
-// was done, or why it could not be.
-struct CacheDrop {
-  bool dropped = false;
-  std::string how;  // "drop_caches" or the reason it was not possible
-};
-CacheDrop DropPageCache();
 // The kind of file system that holds path ("ext4", "xfs", "tmpfs", "nfs", "fuse", ...), or
 // "unknown".
 std::string FileSystemKind(const std::string& path);

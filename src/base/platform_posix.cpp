@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -55,19 +54,6 @@ uint64_t MemlockLimitBytes() {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0) return 0;
   return limit.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<uint64_t>(limit.rlim_cur);
-}
-
-CacheDrop DropPageCache() {
-  ::sync();
-  std::FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w");
-  if (f == nullptr) {
-    return {false, std::string("cannot write /proc/sys/vm/drop_caches: ") +
-                       std::strerror(errno)};  // NOLINT(concurrency-mt-unsafe)
-  }
-  const bool ok = std::fputs("1\n", f) >= 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) return {false, "writing /proc/sys/vm/drop_caches failed"};
-  return {true, "drop_caches"};
 }
 
 std::string FileSystemKind(const std::string& path) {

@@ -64,10 +64,6 @@ uint64_t CurrentRssBytes() {
 // Windows limits pinned memory by the working-set quota, not by a lock limit.
 uint64_t MemlockLimitBytes() { return UINT64_MAX; }
 
-CacheDrop DropPageCache() {
-  return {false, "Windows has no call to empty the file cache; use --io direct for cold loads"};
-}
-
 std::string FileSystemKind(const std::string& path) {
   (void)path;
   return "unknown";

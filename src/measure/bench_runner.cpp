@@ -26,16 +26,14 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-// Empties the page cache before a cold run: the whole cache where allowed, else the model's
-// files' pages (posix_fadvise DONTNEED). Returns how, for the report.
+// Drops the model's own pages from the page cache before a cold run (posix_fadvise DONTNEED),
+// never the machine's whole cache: other programs' pages stay. Returns how, for the report.
 std::string MakeCold(const TensorDirectory& dir) {
-  const CacheDrop drop = DropPageCache();
-  if (drop.dropped) return drop.how;
   std::vector<std::string> paths;
   for (const FileEntry& f : dir.files) paths.push_back(f.path);
-  return DropFilesFromPageCache(dir.source(), paths).ok()
-             ? "the model's pages dropped with DONTNEED (" + drop.how + ")"
-             : "not dropped: " + drop.how;
+  const Status dropped = DropFilesFromPageCache(dir.source(), paths);
+  return dropped.ok() ? "the model's pages dropped with DONTNEED"
+                      : "not dropped: " + dropped.message();
 }
 
 class Bench {
