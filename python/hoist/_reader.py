@@ -325,22 +325,21 @@ class TensorReader:
         torch = torch_module()
         hoist_name, torch_device = hoist_device(self._device)
         out, regions = {}, []
-        for other, (r0, r1, c0, c1) in batch:
-            shape = self._model.load_shape(other)
-            tensor = torch.empty([r1 - r0, c1 - c0] + list(shape[2:]),
+        for other, cut in batch:
+            tensor = torch.empty(_region_shape(self._model, other, cut),
                                  dtype=torch_dtype(self._model, other), device=torch_device)
-            row_bytes = self._model.tensors[other].nbytes // shape[0]
-            column_bytes = row_bytes // shape[1]
-            regions.append((self._model._indices[other], row_bytes, r0, r1, c0 * column_bytes,
-                            c1 * column_bytes, tensor.data_ptr()))
-            out[(other, r0, r1, c0, c1)] = tensor
+            regions.append(_region_tuple(self._model, other, cut, tensor.data_ptr()))
+            out[(other,) + cut] = tensor
         if torch_device.type == "cuda":
             torch.cuda.current_stream(torch_device).synchronize()
+        self._load_regions(regions, hoist_name)
+        return out
+
+    def _load_regions(self, regions, hoist_name):
         try:
             self._model._native.load_regions(regions, hoist_name)
         except HoistError as e:
             raise self.Error(str(e)) from e
-        return out
 
     def _host_tensor(self, shape, name):
         """Memory on the host for (part of) tensor `name`: a torch tensor, pinned when a GPU is
@@ -360,14 +359,14 @@ class TensorReader:
         """{name: tensor} of whole tensors read into host memory in one native load."""
         from . import fill, torch_dtype
         if self._numpy:
-            out = {n: self._host_tensor(self._model.load_shape(n), n)[0] for n in names}
-            address = {n: a.ctypes.data for n, a in out.items()}
-        else:
+            held = [self._host_tensor(self._model.load_shape(n), n) for n in names]
+        else:  # one pinned slab for the batch
             tensors = host_tensors([(list(self._model.load_shape(n)), torch_dtype(self._model, n))
                                     for n in names], self._pinned)
-            out = dict(zip(names, tensors))
-            address = {n: t.data_ptr() for n, t in out.items()}
-        destinations = [(n, address[n]) for n in names if self._model.tensors[n].nbytes]
+            held = [(t, t.data_ptr()) for t in tensors]
+        out = {n: tensor for n, (tensor, _) in zip(names, held)}
+        destinations = [(n, address) for n, (_, address) in zip(names, held)
+                        if self._model.tensors[n].nbytes]
         if destinations:
             try:
                 fill(self._model, destinations, "host")
@@ -377,17 +376,8 @@ class TensorReader:
 
     def _load_one_region(self, name, cut):
         """Rows r0:r1, columns c0:c1 of tensor `name` (cut), read alone into host memory."""
-        r0, r1, c0, c1 = cut
-        shape = self._model.load_shape(name)
-        tensor, address = self._host_tensor([r1 - r0, c1 - c0] + list(shape[2:]), name)
-        row_bytes = self._model.tensors[name].nbytes // shape[0]
-        column_bytes = row_bytes // shape[1]
-        try:
-            self._model._native.load_regions(
-                [(self._model._indices[name], row_bytes, r0, r1, c0 * column_bytes,
-                  c1 * column_bytes, address)], "host")
-        except HoistError as e:
-            raise self.Error(str(e)) from e
+        tensor, address = self._host_tensor(_region_shape(self._model, name, cut), name)
+        self._load_regions([_region_tuple(self._model, name, cut, address)], "host")
         return tensor
 
 
@@ -500,6 +490,23 @@ def _like(model, name, cut, other):
             return None
         out += [start * other_size // size, stop * other_size // size]
     return tuple(out) if out[0] < out[1] and out[2] < out[3] else None
+
+
+def _region_shape(model, name, cut):
+    """The shape of rows r0:r1, columns c0:c1 (cut) of tensor `name`."""
+    r0, r1, c0, c1 = cut
+    return [r1 - r0, c1 - c0] + list(model.load_shape(name)[2:])
+
+
+def _region_tuple(model, name, cut, address):
+    """The native region (tensor index, row bytes, r0, r1, first and end column byte, address)
+    of cut of tensor `name`, landing at address."""
+    r0, r1, c0, c1 = cut
+    shape = model.load_shape(name)
+    row_bytes = model.tensors[name].nbytes // shape[0]
+    column_bytes = row_bytes // shape[1]
+    return (model._indices[name], row_bytes, r0, r1, c0 * column_bytes, c1 * column_bytes,
+            address)
 
 
 def _region_bytes(model, name, cut):
