@@ -13,21 +13,18 @@ d = sys.argv[1]
 shards = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
 stats = {"fill_s": 0.0, "fills": 0, "alloc_s": 0.0, "allocs": 0, "to_s": 0.0}
 lock = threading.Lock()
+def timed(function, seconds, calls):
+    """function, adding its time and call count to stats[seconds] and stats[calls]."""
+    def wrapper(*a, **k):
+        t = time.perf_counter(); r = function(*a, **k)
+        with lock: stats[seconds] += time.perf_counter() - t; stats[calls] += 1
+        return r
+    return wrapper
 if mode != "plain":
     import hoist.safetensors, hoist._reader as R, hoist
     hoist.safetensors.patch()
-    real_fill = hoist.fill
-    def fill(*a, **k):
-        t = time.perf_counter(); r = real_fill(*a, **k)
-        with lock: stats["fill_s"] += time.perf_counter() - t; stats["fills"] += 1
-        return r
-    hoist.fill = fill
-    real_ht = R.host_tensors
-    def ht(*a, **k):
-        t = time.perf_counter(); r = real_ht(*a, **k)
-        with lock: stats["alloc_s"] += time.perf_counter() - t; stats["allocs"] += 1
-        return r
-    R.host_tensors = ht
+    hoist.fill = timed(hoist.fill, "fill_s", "fills")  # the native loads
+    R.host_tensors = timed(R.host_tensors, "alloc_s", "allocs")  # the pinned slabs
 from safetensors import safe_open
 def key(s): return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in s.split(".")]
 t0 = time.perf_counter()
