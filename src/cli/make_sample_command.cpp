@@ -34,13 +34,10 @@ Runner RegisterMakeSample(CLI::App& app) {
   return [options, format]() -> int {
     // The file's extension says the format; --format may only agree with it.
     const std::string& path = options->path;
-    auto ends_with = [&](const std::string& suffix) {
-      return path.size() >= suffix.size() &&
-             path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    const std::string implied = ends_with(".safetensors") || ends_with(".json") ? "safetensors"
-                                : ends_with(".gguf")                            ? "gguf"
-                                                                                : "";
+    const std::string implied = path.ends_with(".safetensors") || path.ends_with(".json")
+                                    ? "safetensors"
+                                : path.ends_with(".gguf") ? "gguf"
+                                                          : "";
     if (format->count() == 0 && !implied.empty()) options->spec.format = implied;
     if (!implied.empty() && options->spec.format != implied) {
       return ReportFailure(Status::InvalidArgument(
