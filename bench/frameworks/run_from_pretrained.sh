@@ -4,14 +4,16 @@
 # bit with the plain load's. Run through the device tool with carry [".device"] after
 # scripts/device/prepare.sh:
 #   bash bench/frameworks/run_from_pretrained.sh
-# Environment: MODES (default "plain patch"), ROUNDS (warm rounds, default 3), COLD=0 skips the
-# cold loads, AUTO=0 the device_map="auto" loads with part of the model on the CPU, LAYERS (32:
-# an 8B llama shape, 16 GB), HOIST_MODEL_DIR. Results: $OUT/log.txt, $OUT/results.jsonl.
+# Environment: MODES (default "plain patch transformers"), ROUNDS (warm rounds, default 3),
+# COLD=0 skips the cold loads, AUTO=0 the device_map="auto" and two-device (cuda:0 plus cpu)
+# loads, CONSUMERS=0 accelerate, PEFT and sentence-transformers (bench/frameworks/consumers.py),
+# LAYERS (32: an 8B llama shape, 16 GB), HOIST_MODEL_DIR. Results: $OUT/log.txt,
+# $OUT/results.jsonl.
 set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL=${HOIST_MODEL_DIR:-/root/hoist-llama}
-MODES=${MODES:-plain patch}
+MODES=${MODES:-plain patch transformers}
 ROUNDS=${ROUNDS:-3}
 HARNESS=$PWD/bench/frameworks/from_pretrained.py
 mkdir -p "$OUT"
@@ -26,8 +28,8 @@ fi
 largest=$(ls -S "$MODEL"/*.safetensors | head -1)
 run() {  # MODE DEVICE_MAP TAG
   python3 "$HARNESS" load "$MODEL" --mode "$1" --device-map "$2" --fingerprint "/tmp/fp-$3.json" --tag "$3" \
-    2>"$OUT/stderr-$3.txt" | tee -a "$OUT/results.jsonl" \
-    || { echo "$3 failed:"; tail -15 "$OUT/stderr-$3.txt"; } | tee -a "$OUT/log.txt"
+    2>"/tmp/stderr-$3.txt" | tee -a "$OUT/results.jsonl" \
+    || { echo "$3 failed:"; tail -15 "/tmp/stderr-$3.txt"; } | tee -a "$OUT/log.txt"
 }
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 log "ceilings"
@@ -47,19 +49,45 @@ if [ "${AUTO:-1}" != 0 ]; then
   log "device_map=auto, a quarter of the model on the CPU"
   cat "$MODEL"/*.safetensors >/dev/null
   for mode in $MODES; do run "$mode" auto-cpu "$mode-auto"; done
+  log "a two-device device_map: half the layers on cuda:0, the rest and the head on the CPU"
+  for mode in $MODES; do run "$mode" half-cpu "$mode-half"; done
+fi
+if [ "${CONSUMERS:-1}" != 0 ]; then
+  CONSUMERS_PY=$PWD/bench/frameworks/consumers.py
+  [ -d /root/hoist-consumers/sentence ] || python3 "$CONSUMERS_PY" make /root/hoist-consumers \
+    2>"/tmp/stderr-make.txt" | tee -a "$OUT/log.txt" || tail -15 "/tmp/stderr-make.txt"
+  for what in accelerate peft sentence; do
+    dir=/root/hoist-consumers; [ "$what" = accelerate ] && dir=$MODEL
+    log "$what, unchanged"
+    for mode in plain patch plain patch; do
+      n=$(ls /tmp/fp-"$what"-"$mode"-*.json 2>/dev/null | wc -l)
+      python3 "$CONSUMERS_PY" load "$what" "$dir" --mode "$mode" --tag "$what-$mode-$((n + 1))" \
+        --fingerprint "/tmp/fp-$what-$mode-$((n + 1)).json" 2>"/tmp/stderr-$what.txt" \
+        | tee -a "$OUT/consumers.jsonl" || tail -15 "/tmp/stderr-$what.txt" | tee -a "$OUT/log.txt"
+    done
+  done
 fi
 log "bit for bit against the plain load"
 for f in /tmp/fp-*.json; do
   tag=$(basename "$f" .json); tag=${tag#fp-}
-  case $tag in plain-warm-1|plain-auto) continue ;; esac
-  ref=/tmp/fp-plain-warm-1.json; case $tag in *-auto) ref=/tmp/fp-plain-auto.json ;; esac
+  case $tag in plain-warm-1|plain-auto|plain-half|*-plain-1) continue ;; esac
+  ref=/tmp/fp-plain-warm-1.json
+  case $tag in
+    *-auto) ref=/tmp/fp-plain-auto.json ;;
+    *-half) ref=/tmp/fp-plain-half.json ;;
+    accelerate-*|peft-*|sentence-*) ref=/tmp/fp-${tag%%-*}-plain-1.json ;;
+  esac
   [ -f "$ref" ] && python3 "$HARNESS" compare "$ref" "$f" | tee -a "$OUT/log.txt"
 done
 log "summary (seconds, GB/s, peak GPU GB)"
-python3 - "$OUT/results.jsonl" <<'PY' | tee -a "$OUT/log.txt"
+python3 - "$OUT/results.jsonl" $( [ -f "$OUT/consumers.jsonl" ] && echo "$OUT/consumers.jsonl") <<'PY' | tee -a "$OUT/log.txt"
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     print(f"{r['tag']:>22} {r['seconds']:7.2f} s {r['gbps']:6.2f} GB/s "
           f"peak {r['peak_gpu_gb']:6.2f} GB {','.join(r['devices'])}")
+for line in open(sys.argv[2]) if len(sys.argv) > 2 else []:
+    r = json.loads(line)
+    print(f"{r['tag']:>22} {r['seconds']:7.2f} s {r['gb']:6.2f} GB {r['tensors']} tensors "
+          f"{','.join(r['devices'])}")
 PY

@@ -36,14 +36,19 @@ FAKE_MODELING_UTILS = textwrap.dedent('''
                     pointers.append(p)
                     state_dict.update({k: p.get_slice(k) for k in p.keys()})
             PreTrainedModel.calls.append({k: type(v).__name__ for k, v in state_dict.items()})
-            device = (load_config.device_map or {"": "cpu"}).get("", "cpu")
+            device_map = load_config.device_map or {"": "cpu"}
 
-            def materialize(value, dtype):
+            def device_for(key):  # accelerate's get_device: the longest prefix in the map
+                while key not in device_map and key:
+                    key = key.rpartition(".")[0]
+                return device_map.get(key, "cpu")
+
+            def materialize(key, value, dtype):
                 assert value.get_dtype().startswith(("F", "BF", "I"))
                 tensor = value[...]
-                return tensor.to(device=device, dtype=dtype)
+                return tensor.to(device=device_for(key), dtype=dtype)
             with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                futures = {k: pool.submit(materialize, state_dict[k], load_config.dtype)
+                futures = {k: pool.submit(materialize, k, state_dict[k], load_config.dtype)
                            for k in sorted(state_dict, key=natural)}
                 out = {k: f.result() for k, f in futures.items()}
             for p in pointers:
@@ -128,18 +133,19 @@ class TransformersHookTest(unittest.TestCase):
     def test_where_it_does_not_apply_transformers_loads_itself_and_says_why(self):
         self.hook.enable()
         cases = [(Config(device_map={"a": "cpu", "b": "disk"}), "the device_map offloads to disk"),
-                 (Config(device_map={"a": "cuda:0", "b": "cpu"}),
-                  "the device_map spreads the model over ['cpu', 'cuda:0']"),
+                 (Config(device_map={"": "meta"}),
+                  "the device_map keeps part of the model on meta"),
+                 (Config(device_map={"model": "cpu", "lm_head": "mps"}),
+                  "hoist does not load onto mps"),
                  (Config(hf_quantizer=object()), "a quantizer converts the weights")]
         for config, reason in cases:
+            if "mps" in reason or "meta" in reason:  # torch here has neither: just the decision
+                self.assertEqual(self.hook._applies({"checkpoint_files": self.files,
+                                                     "load_config": config})[0], reason)
+                continue
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                out = self.load(config) if "spreads" not in reason else None
-                if out is None:  # the stand-in puts everything on "" only: just the decision
-                    from hoist.transformers import _applies
-                    self.assertEqual(_applies({"checkpoint_files": self.files,
-                                               "load_config": config})[0], reason)
-                    continue
+                out = self.load(config)
             self.assertEqual([str(w.message) for w in caught],
                              [f"hoist.transformers: {reason}; transformers loads it itself"])
             self.assertEqual(set(self.modeling_utils.PreTrainedModel.calls[-1].values()),
@@ -150,9 +156,70 @@ class TransformersHookTest(unittest.TestCase):
         self.load(Config())
         self.assertEqual(set(self.modeling_utils.PreTrainedModel.calls[-1].values()), {"_Slice"})
 
+    def test_a_device_map_over_several_devices_streams_each_key_to_its_device(self):
+        device_map = {"model.layers.1": "cuda:1", "model.layers": 0, "lm_head": "cpu",
+                      "model.norm": "cuda"}
+        reason, resolved = self.hook._applies({"checkpoint_files": self.files,
+                                               "load_config": Config(device_map=device_map)})
+        self.assertIsNone(reason)
+        self.assertEqual(resolved, {"model.layers.1": "cuda:1", "model.layers": "cuda:0",
+                                    "lm_head": "cpu", "model.norm": "cuda:0"})
+        where = {k: self.hook.device_of(resolved, k) for k in (
+            "model.layers.1.q_proj.weight", "model.layers.10.q_proj.weight", "lm_head.weight",
+            "model.norm.weight", "model.embed_tokens.weight")}
+        self.assertEqual(where, {"model.layers.1.q_proj.weight": "cuda:1",
+                                 "model.layers.10.q_proj.weight": "cuda:0",
+                                 "lm_head.weight": "cpu", "model.norm.weight": "cuda:0",
+                                 # no entry covers it: where most of the map's entries are
+                                 "model.embed_tokens.weight": "cuda:0"})
+        # Two streams at once (CI has no GPU: "cpu" and hoist's "host" are two targets here).
+        stream = self.hook._CheckpointStream(
+            self.files, lambda k: "host" if k.startswith("lm_head") or "1." in k else "cpu")
+        self.assertEqual(len(stream._groups), 2)
+        lazy = stream.lazy_state_dict()
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            out = dict(zip(lazy, pool.map(lambda k: lazy[k][...], lazy)))
+        stream.close()
+        self.assertEqual(set(out), set(self.tensors))
+        for k, t in self.tensors.items():
+            self.assertTrue(torch.equal(out[k], t), k)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            self.hook.enable()
+            out = self.load(Config(device_map={"model": "cpu", "lm_head": "cpu"}))
+        self.assertEqual(set(self.modeling_utils.PreTrainedModel.calls[-1].values()), {"_Pending"})
+        self.assertTrue(all(torch.equal(out[k], t) for k, t in self.tensors.items()))
+
+    def test_patch_enables_it_quietly_when_transformers_is_imported(self):
+        import hoist.safetensors
+        del sys.modules["transformers.modeling_utils"]  # as if not imported yet
+        del sys.modules["transformers"].modeling_utils
+        hoist.safetensors.patch()
+        self.addCleanup(hoist.safetensors.unpatch)
+        self.assertFalse(self.hook.enabled())
+        from transformers import modeling_utils
+        self.modeling_utils = modeling_utils
+        self.assertTrue(self.hook.enabled())
+        out = self.load(Config(device_map={"": "cpu"}))
+        self.assertEqual(set(modeling_utils.PreTrainedModel.calls[-1].values()), {"_Pending"})
+        self.assertTrue(all(torch.equal(out[k], t) for k, t in self.tensors.items()))
+        with warnings.catch_warnings():  # where it does not apply, patch()'s safetensors loads
+            warnings.simplefilter("error")
+            out = self.load(Config(device_map={"a": "cpu", "b": "disk"}))
+        self.assertEqual(set(modeling_utils.PreTrainedModel.calls[-1].values()), {"_Slice"})
+        self.assertTrue(all(torch.equal(out[k], t) for k, t in self.tensors.items()))
+        hoist.safetensors.unpatch()
+        self.assertFalse(self.hook.enabled())
+        hoist.safetensors.patch(transformers=False)
+        self.assertFalse(self.hook.enabled())
+        hoist.safetensors.unpatch()
+        hoist.safetensors.patch()  # transformers already imported: enabled at once
+        self.assertTrue(self.hook.enabled())
+
     def test_an_error_in_the_stream_reaches_the_worker_that_waits(self):
         import hoist
-        stream = self.hook._CheckpointStream(self.files, "cpu")
+        stream = self.hook._CheckpointStream(self.files, lambda key: "cpu")
         lazy = stream.lazy_state_dict()
         with open(self.files[2], "r+b") as f:  # the last shard is cut short after it was opened
             f.truncate(os.path.getsize(self.files[2]) - 64)

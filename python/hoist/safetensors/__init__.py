@@ -299,12 +299,19 @@ _saved_modules = None
 _saved_path = None
 
 
-def patch():
+def patch(transformers=True):
     """Makes `import safetensors` (with .torch and .numpy) give hoist's modules, for
     programs that cannot be changed. Code that imported safetensors before keeps what it has.
     Where safetensors is installed, its other submodules (flax, tensorflow, paddle, mlx) stay
-    importable and open files through the installed safetensors."""
+    importable and open files through the installed safetensors.
+
+    With transformers=True, transformers' from_pretrained also streams its checkpoint straight
+    to the device_map's devices (hoist.transformers, enabled quietly when transformers is
+    imported); where that does not apply, transformers reads through these modules."""
     global _saved_modules, _saved_path
+    if transformers:
+        from .. import transformers as hook
+        hook._install_import_hook()
     try:
         from . import torch as torch_module
     except ImportError:  # no torch here: safetensors.torch could not be used either
@@ -328,6 +335,8 @@ def patch():
 def unpatch():
     """Undoes patch()."""
     global _saved_modules, _saved_path
+    from .. import transformers as hook
+    hook._undo_patch()
     if _saved_modules is None:
         return
     for name, module in _saved_modules.items():
