@@ -224,10 +224,23 @@ def _mib_bytes(options, key):
     return int(round(value * (1 << 20)))
 
 
-def fill(model, destinations, device, progress=None, placement=None, **options):
+# Destinations of loads that stalled: a read or copy into them that never returned may still
+# write them (the native error says so), so they are never freed.
+_STUCK_DESTINATIONS = []
+
+
+def _keep_if_stalled(error, destinations):
+    """Keeps `destinations` (the objects that own a load's memory) alive for good when `error`
+    is a stall, which may leave a read or copy into them running."""
+    if isinstance(error, StalledError):
+        _STUCK_DESTINATIONS.append(destinations)
+
+
+def fill(model, destinations, device, progress=None, placement=None, keep=None, **options):
     """Copies tensors into memory that the caller owns. `destinations`: [(name, address)],
     each with room for the tensor's nbytes on `device` (hoist's name; several joined by commas,
-    with `placement`, per tensor index, saying which). Returns the report."""
+    with `placement`, per tensor index, saying which); `keep`: what owns that memory, kept
+    alive for good if the load stalls. Returns the report."""
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected {', '.join(_OPTIONS)}")
@@ -242,6 +255,9 @@ def fill(model, destinations, device, progress=None, placement=None, **options):
             checksum=bool(options.get("checksum", False)),
             direct_io=bool(options.get("direct_io", False)),
             placement=list(placement or []))
+    except HoistError as e:
+        _keep_if_stalled(e, keep)
+        raise
     finally:
         if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()
@@ -324,7 +340,7 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
         address = {name: a.ctypes.data for name, a in out.items()}
     destinations = [(n, address[n]) for n in wanted if model.tensors[n].nbytes > 0]
     if destinations:
-        fill(model, destinations, hoist_name, progress, placement, **options)
+        fill(model, destinations, hoist_name, progress, placement, keep=out, **options)
     return out
 
 

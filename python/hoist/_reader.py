@@ -369,7 +369,7 @@ class TensorReader:
                         if self._model.tensors[n].nbytes]
         if destinations:
             try:
-                fill(self._model, destinations, "host")
+                fill(self._model, destinations, "host", keep=out)
             except HoistError as e:
                 raise self.Error(str(e)) from e
         return out

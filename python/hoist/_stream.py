@@ -43,7 +43,8 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     staging_mib, stall_timeout, direct_io. Closing the iterator early (break) cancels the load
     and frees what it had not yielded.
     """
-    from . import _mib_bytes, _progress_callback, hoist_device, _torch, torch_dtype
+    from . import _keep_if_stalled, _mib_bytes, _progress_callback, hoist_device, _torch, \
+        torch_dtype
     from . import _NUMPY_DTYPES
     unknown = sorted(set(options) - set(_STREAM_OPTIONS))
     if unknown:
@@ -119,7 +120,11 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
                             # work queued on torch's stream; hoist copies on its own streams.
                             torch.cuda.current_stream(torch_device).synchronize()
                         stream.provide(batch)
-                    landed = stream.next()
+                    try:
+                        landed = stream.next()
+                    except HoistError as e:
+                        _keep_if_stalled(e, handed)
+                        raise
                     if landed is None:
                         break
                     name = names_by_index[landed]

@@ -35,6 +35,9 @@ struct DeviceCapabilities {
   bool can_abandon = false;
   // Pinned host memory stays allocated after a load, for the next (ReleaseCachedMemory).
   bool caches_pinned_memory = false;
+  // Its memory is the host's own: readers read file bytes straight into a destination, with
+  // no staging buffer and no copy.
+  bool memory_is_host = false;
   std::vector<std::string> peers;  // devices this one reads and writes directly (NVLink, P2P)
 };
 

@@ -17,6 +17,7 @@ DeviceInfo HostDeviceInfo(int workers) {
                   {}};
   info.capabilities.async_copies = true;
   info.capabilities.can_abandon = true;
+  info.capabilities.memory_is_host = true;
   return info;
 }
 

@@ -76,6 +76,9 @@ struct Lane {
   int first_reader = 0;
   int readers = 0;
   size_t buffers_per_reader = 2;
+  // Its device's memory is host memory (DeviceCapabilities::memory_is_host) and the files are
+  // not read direct: a chunk that is one piece of one tensor is read straight into it.
+  bool reads_into_destination = false;
   std::atomic<size_t> next_chunk{0};
   size_t end_chunk = 0;
   uint64_t bytes = 0;                     // the tensor bytes bound for its device
@@ -102,6 +105,7 @@ struct LoadJob {
 
   std::atomic<uint64_t> read_bytes{0};
   std::atomic<uint64_t> gathered_bytes{0};  // of read_bytes: rows gathered by their columns
+  std::atomic<uint64_t> read_into_destination_bytes{0};  // of read_bytes: no staging, no copy
   std::atomic<uint64_t> copied_bytes{0};
   std::atomic<size_t> chunks_done{0};
   std::atomic<int64_t> last_progress_ns{0};

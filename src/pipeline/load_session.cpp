@@ -207,6 +207,7 @@ Status LoadSession::CreateLanes() {
     auto lane = std::make_unique<Lane>();
     lane->device = devices_[d];
     lane->readers = readers[d];
+    lane->reads_into_destination = devices_[d]->capabilities().memory_is_host && !direct;
     lane->first_reader = first_reader;
     first_reader += readers[d];
     if (readers[d] > 0) {
@@ -423,6 +424,7 @@ void LoadSession::Stream() {
   LoadReport& report = model_->report;
   report.phases.stream = Seconds(stream_start_);
   report.gathered_bytes = job.gathered_bytes.load();
+  report.read_into_destination_bytes = job.read_into_destination_bytes.load();
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     const Lane& lane = *job.lanes[d];
     DeviceShare& share = report.devices[d];
@@ -513,8 +515,11 @@ Status LoadSession::StopAndSettle() {
   orphans.clear();
   if (leaked) {
     status = status.WithContext(
-        "the device did not stop its copies; its memory is left allocated until the process "
-        "exits");
+        job.external
+            ? "a copy or a read into the caller's destinations did not stop: they may still be "
+              "written, so they must stay allocated until the process exits"
+            : "a copy to the device or a read into its memory did not stop; its memory is left "
+              "allocated until the process exits");
   }
   // Bytes read through a file that was written to meanwhile may mix two versions of it; and
   // a read that failed (a file truncated under the load) is explained by the change.

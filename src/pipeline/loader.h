@@ -105,6 +105,9 @@ struct LoadReport {
   // Of read_bytes, the rows of column slices whose columns alone were copied out of the page
   // cache (File::GatherCachedRows) rather than their rows read whole.
   uint64_t gathered_bytes = 0;
+  // Of read_bytes, the chunks read straight into their tensors in host memory (no staging, no
+  // copy: DeviceCapabilities::memory_is_host).
+  uint64_t read_into_destination_bytes = 0;
   size_t tensors = 0;
   size_t chunks = 0;
   int threads = 0;

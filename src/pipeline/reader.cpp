@@ -135,6 +135,55 @@ bool ResolveDestination(LoadJob& job, uint32_t tensor) {
   return true;
 }
 
+// Where chunk c's bytes go when its reader can read them straight there: one piece of one
+// tensor whose destination is known, on its own lane's host memory; else null.
+unsigned char* DestinationToReadInto(LoadJob& job, const Lane& lane, const Chunk& c) {
+  if (!lane.reads_into_destination || c.segments.size() != 1) return nullptr;
+  const Segment& s = c.segments[0];
+  if (s.device != c.device || s.rows > 0 || s.forward || s.chunk_offset != 0 ||
+      s.length != c.length) {
+    return nullptr;
+  }
+  unsigned char* dest = job.dest[s.tensor].load(std::memory_order_acquire);
+  return dest == nullptr ? nullptr : dest + s.tensor_offset;
+}
+
+// Reads chunk `index` straight into its tensor (DestinationToReadInto): no staging, no copy.
+// Returns its in-flight entry (no buffer, no copies; hashed when the checksums have it), or
+// null when the read failed or the load stopped (the load has then failed or is stopping).
+std::shared_ptr<InFlight> ReadIntoDestination(LoadJob& job, ReaderState& me, size_t index,
+                                              unsigned char* into) {
+  const Chunk& c = job.plan.chunks[index];
+  me.since_ns.store(NowNs());
+  me.chunk.store(static_cast<int64_t>(index));
+  Status read;
+  {
+    // Held as while starting a copy, and for the whole read: no read into a tensor starts
+    // once the load has stopped, and a read that never ends keeps the tear-down from
+    // freeing the memory under it (it then leaves the memory allocated).
+    std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);
+    if (!job.stop.load()) read = job.files[c.file]->ReadExact(c.offset, into, c.length);
+  }
+  me.chunk.store(-1);
+  if (!read.ok()) {
+    job.Fail(read);
+    return nullptr;
+  }
+  if (job.stop.load()) return nullptr;
+  job.read_bytes.fetch_add(c.length);
+  job.read_into_destination_bytes.fetch_add(c.length);
+  job.last_progress_ns.store(NowNs());
+  auto entry = std::make_shared<InFlight>();
+  entry->chunk = index;
+  entry->submitted_ns = NowNs();
+  if (job.checksums) {
+    job.checksums->Add(c, into, entry);
+  } else {
+    entry->hashed.store(true, std::memory_order_release);
+  }
+  return entry;
+}
+
 }  // namespace
 
 // Each reader reads into its own staging buffers, starts its copies on its own queue, and
@@ -163,10 +212,18 @@ void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
       Retire(job, *mine.front());
       buffer = std::move(mine.front()->buffer);
       mine.pop_front();
+      if (!*buffer) continue;  // it was read straight into its tensor: it held no buffer
     }
     const size_t index = lane.next_chunk.fetch_add(1);
     if (index >= lane.end_chunk) break;
     const Chunk& c = job.plan.chunks[index];
+    if (unsigned char* into = DestinationToReadInto(job, lane, c)) {
+      buffer.reset();  // back to the pool, for this reader's next staged chunk or another's
+      auto entry = ReadIntoDestination(job, me, index, into);
+      if (!entry) break;
+      mine.push_back(std::move(entry));
+      continue;
+    }
     me.since_ns.store(NowNs());
     me.chunk.store(static_cast<int64_t>(index));
     // A chunk of one column slice's rows whose pages are all cached: only its columns are

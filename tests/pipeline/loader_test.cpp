@@ -342,6 +342,62 @@ TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
+// On the host, a chunk that is one piece of one tensor is read straight into it (no staging,
+// no copy); chunks that span tensors are staged. Both ways give the file's bytes, through short
+// and interrupted reads, with checksums; sim's memory is never written by the readers.
+TEST_F(FaultTest, OnTheHostChunksAreReadStraightIntoTheirTensorsByteExact) {
+  FaultPlan plan;
+  plan.short_read_max = 65536 + 3;
+  plan.interrupt_every = 5;
+  for (const bool faults : {false, true}) {
+    LoadOptions o;
+    o.checksum = true;
+    o.chunk_bytes = 64 << 10;  // the sample's tensors are up to 512 KiB
+    o.threads = 4;
+    auto model = Load(faults ? WithFaults(dir_, plan) : dir_, Device("host"), o);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const LoadReport& r = (*model)->report;
+    EXPECT_GT(r.read_into_destination_bytes, r.read_bytes / 2) << faults;
+    EXPECT_LT(r.read_into_destination_bytes, r.read_bytes) << faults;  // small tensors staged
+    ExpectByteExact(dir_, **model);  // the checksums too
+  }
+  auto model = Load(dir_, Device("sim"), LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ((*model)->report.read_into_destination_bytes, 0u);
+}
+
+// A read straight into a caller's tensor that never returns: the load ends at the stall
+// timeout naming the read, and says the destinations may still be written (they are, once
+// the read is let go), rather than pretending they are free to reuse.
+TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
+  FaultPlan plan;
+  plan.hang_at = 300'000;  // inside the first tensor (bytes 7,200 to 531,488), past a chunk
+  std::vector<FaultInjectionFile*> opened;
+  std::vector<std::vector<unsigned char>> memory(dir_.tensors.size());
+  LoadOptions o;
+  o.stall_timeout_s = 1;
+  o.chunk_bytes = 64 << 10;
+  o.destination = [&](size_t i, const TensorEntry& t) -> Result<void*> {
+    memory[i].assign(t.nbytes, 0);
+    return static_cast<void*>(memory[i].data());
+  };
+  const auto start = Clock::now();
+  auto model = Load(WithFaults(dir_, plan, &opened), Device("host"), o);
+  const double s = SecondsSince(start);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kStalled);
+  EXPECT_NE(model.status().message().find("read stage: reading " + dir_.files[0].path),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_NE(model.status().message().find("a copy or a read into the caller's destinations did "
+                                          "not stop: they may still be written"),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_LT(s, testing::TimeBound(1 + 2.0 + 1.5));
+  for (FaultInjectionFile* f : opened) f->Release();  // the stuck read ends, into `memory`
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
 TEST_F(FaultTest, CancelEndsTheLoadPromptlyAndFreesEverything) {
   auto device = Device("sim:bandwidth=20MB/s");
   std::atomic<bool> cancel{false};
