@@ -24,24 +24,23 @@ __all__ = ["open", "load_file", "placement", "iter_tensors", "release_cached_mem
            "UnavailableError", "ModelChangedError"]
 __version__ = "0.1.0"
 
-# Storage dtypes that map one to one onto torch dtypes (by attribute name; a torch that lacks
-# one cannot load that dtype). GGUF's F32/F16/BF16/F64/I8..I64 share these spellings.
-_TORCH_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu",
-    "C64": "complex64", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "F4": "float4_e2m1fn_x2",
+# The one dtype table: per storage dtype code (safetensors' spelling; GGUF's F32/F16/BF16/F64/
+# I8..I64 share it), torch's dtype by attribute name (a torch that lacks one cannot load that
+# dtype), numpy's (raw unsigned integers of the width where numpy has no such type), and bits
+# per value. Every other table in the package is derived from it.
+_DTYPES = {
+    "F64": ("float64", "float64", 64), "F32": ("float32", "float32", 32),
+    "F16": ("float16", "float16", 16), "BF16": ("bfloat16", "uint16", 16),
+    "I64": ("int64", "int64", 64), "I32": ("int32", "int32", 32), "I16": ("int16", "int16", 16),
+    "I8": ("int8", "int8", 8), "U64": ("uint64", "uint64", 64), "U32": ("uint32", "uint32", 32),
+    "U16": ("uint16", "uint16", 16), "U8": ("uint8", "uint8", 8), "BOOL": ("bool", "bool", 8),
+    "F8_E4M3": ("float8_e4m3fn", "uint8", 8), "F8_E5M2": ("float8_e5m2", "uint8", 8),
+    "F8_E8M0": ("float8_e8m0fnu", "uint8", 8), "C64": ("complex64", "complex64", 64),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", "uint8", 8), "F8_E5M2FNUZ": ("float8_e5m2fnuz", "uint8", 8),
+    "F4": ("float4_e2m1fn_x2", "uint8", 4),
 }
-# numpy has no bfloat16 or float8: those come back as raw unsigned integers of their width.
-_NUMPY_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "uint16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-    "F8_E4M3": "uint8", "F8_E5M2": "uint8", "F8_E8M0": "uint8", "C64": "complex64",
-    "F8_E4M3FNUZ": "uint8", "F8_E5M2FNUZ": "uint8", "F4": "uint8",
-}
+_TORCH_DTYPES = {code: row[0] for code, row in _DTYPES.items()}
+_NUMPY_DTYPES = {code: row[1] for code, row in _DTYPES.items()}
 _GGUF_PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
 
 
@@ -97,6 +96,17 @@ class Model:
         for d in info.shape[:-1]:
             rows *= d
         return (rows, info.nbytes // rows if rows else 0)
+
+    # The native calls the other modules need; this module is the only caller of _native.
+    def _load_regions(self, regions, device):
+        """Loads regions [(tensor index, row_bytes, r0, r1, c0, c1, address)] onto `device`
+        (hoist's name), into the memory at each address."""
+        return self._native.load_regions(regions, device)
+
+    def _stream(self, names, device, **options):
+        """A native stream of tensors `names` onto `device`: provide(destinations), next()
+        (the index of a tensor that landed, None at the end), close()."""
+        return self._native.stream(names, device, **options)
 
 
 def open(path):  # noqa: A001 (the module's verb, as in hoist.open)

@@ -337,7 +337,7 @@ class TensorReader:
 
     def _load_regions(self, regions, hoist_name):
         try:
-            self._model._native.load_regions(regions, hoist_name)
+            self._model._load_regions(regions, hoist_name)
         except HoistError as e:
             raise self.Error(str(e)) from e
 

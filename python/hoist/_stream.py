@@ -90,7 +90,7 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
             order_out = [n for n in order if model.tensors[n].nbytes > 0]
             indices = [model._indices[n] for n in order_out]
             names_by_index = {model._indices[n]: n for n in order}
-            stream = model._native.stream(order, hoist_name, **native_options)
+            stream = model._stream(order, hoist_name, **native_options)
             try:
                 handed = {}  # index -> tensor handed to the load, not yet yielded
                 held = 0

@@ -22,6 +22,7 @@ import os
 import struct
 import sys
 
+from .. import _DTYPES
 from .._reader import _OTHER_FRAMEWORKS, TensorReader
 
 __all__ = ["safe_open", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
@@ -87,9 +88,7 @@ def _real_package_path():
     return [d for d in spec.submodule_search_locations if os.path.abspath(d) != here]
 
 
-_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2,
-             "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8,
-             "U64": 8, "C64": 8, "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "F4": 0.5}
+_ITEMSIZE = {code: row[2] / 8 for code, row in _DTYPES.items()}  # bytes per value (F4: 0.5)
 
 
 class safe_open(TensorReader):  # noqa: N801 (safetensors' name)
@@ -139,13 +138,7 @@ _DTYPE_ORDER = ["BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E
                 "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
                 "U32", "F32", "C64", "F64", "I64", "U64"]
 # TensorSpec's dtype names (torch's and numpy's spelling) and the header's codes.
-_DTYPE_CODES = {
-    "bool": "BOOL", "int8": "I8", "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32",
-    "uint32": "U32", "int64": "I64", "uint64": "U64", "float16": "F16", "float32": "F32",
-    "float64": "F64", "bfloat16": "BF16", "float8_e4m3fn": "F8_E4M3",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2": "F8_E5M2", "float8_e5m2fnuz": "F8_E5M2FNUZ",
-    "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4", "complex64": "C64",
-}
+_DTYPE_CODES = {row[0]: code for code, row in _DTYPES.items()}
 
 
 class TensorSpec:

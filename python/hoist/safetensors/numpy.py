@@ -7,15 +7,15 @@ import os
 
 import numpy as np
 
+from .. import _DTYPES
 from . import (SafetensorError, TensorSpec, _check_backend, deserialize, safe_open, serialize,
                serialize_file)
 
 __all__ = ["save", "save_file", "load", "load_file"]
 
 # numpy has no bfloat16 or float8: files holding them load through hoist.safetensors.torch.
-_TYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
-          "U64": np.uint64, "I32": np.int32, "U32": np.uint32, "I16": np.int16, "U16": np.uint16,
-          "I8": np.int8, "U8": np.uint8, "BOOL": bool, "C64": np.complex64}
+_TYPES = {code: bool if code == "BOOL" else getattr(np, row[1])
+          for code, row in _DTYPES.items() if row[0] == row[1]}
 
 
 def _flatten(tensor_dict, keep_alive_buffer):
