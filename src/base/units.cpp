@@ -9,6 +9,13 @@
 namespace hoist {
 namespace {
 
+// A number as people write it: "-1", "0.5", "1e+30".
+std::string FormatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -90,6 +97,12 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 
 Result<double> ParseByteRate(std::string_view text) {
   std::string_view s = Trim(text);
+  // A bare number would be bytes a second, which nobody means ("bandwidth=5" crawled until the
+  // stall timeout): a rate says its unit.
+  if (s.find_first_of("BbKkMmGgTt") == std::string_view::npos) {
+    return Status::InvalidArgument("rate '" + std::string(text) +
+                                   "' needs a unit, such as 5GB/s, 800MiB/s or 100B/s");
+  }
   if (s.size() > 2 && EqualsIgnoreCase(s.substr(s.size() - 2), "/s")) s.remove_suffix(2);
   HOIST_ASSIGN_OR_RETURN(double rate, ParseScaled(s));
   // At least a byte a second: durations computed from a rate stay within 64-bit nanoseconds.
@@ -103,7 +116,7 @@ Result<uint64_t> MebibytesToBytes(double mib, std::string_view option) {
   if (!(mib >= 0 && mib <= kMaxMib)) {              // false for NaN too
     return Status::InvalidArgument(std::string(option) + " takes a number of MiB from 0 to " +
                                    std::to_string(static_cast<uint64_t>(kMaxMib)) + ", not " +
-                                   std::to_string(mib));
+                                   FormatNumber(mib));
   }
   return static_cast<uint64_t>(std::llround(mib * static_cast<double>(kMiB)));
 }

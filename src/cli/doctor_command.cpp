@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/build_info.h"
 #include "base/platform.h"
 #include "base/units.h"
 #include "cli/commands.h"
@@ -130,10 +131,13 @@ int RunDoctor(const DoctorFlags& f) {
   CheckedDevice& dev = **device;
   const DeviceInfo info = dev.Info();
   const bool gpu = info.kind == DeviceKind::kGpu;
-  std::string header = "machine: " + std::to_string(CpuCount()) + " CPUs, " +
+  std::string header = BuildDescription() + "\nmachine: " + std::to_string(CpuCount()) + " CPUs, " +
                        FormatBytes(PhysicalMemoryBytes()) + " memory (" +
                        FormatBytes(AvailableMemoryBytes()) + " available); device " + info.name +
                        ": " + info.description;
+  doctor.Fact("hoist_version", Version());
+  doctor.Fact("build_type", BuildType());
+  doctor.Fact("gpu_backend", GpuBackend());
   doctor.Fact("cpus", CpuCount());
   doctor.Fact("memory_bytes", PhysicalMemoryBytes());
   doctor.Fact("device", info.name);

@@ -9,20 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "base/build_info.h"
 #include "base/platform.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/suggest.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
       "hoist loads model weights (GGUF, safetensors, sharded sets) into GPU or host memory\n"
       "at the speed of the machine's slowest link, and never hangs doing it.\n\n"
       "Exit codes: 0 ok, 1 other failure, 2 invalid model, 3 stalled, 4 device error,\n"
-      "5 verify mismatch, 6 model file changed while read, 128+N cancelled by signal N."};
+      "5 verify mismatch, 6 model file changed while read, 128+N cancelled by signal N.",
+      "hoist"};
   app.require_subcommand(1);
   // Paths may start with '/', so never read "/x" as an option (CLI11's default on Windows).
   app.allow_windows_style_options(false);
-  app.set_version_flag("--version", "hoist 0.1.0");
+  app.set_version_flag("--version", hoist::BuildDescription());
   std::map<std::string, hoist::cli::Runner> runners;
   runners["inspect"] = hoist::cli::RegisterInspect(app);
   runners["load"] = hoist::cli::RegisterLoad(app);
@@ -30,12 +33,20 @@ int main(int argc, char** argv) {
   runners["make-sample"] = hoist::cli::RegisterMakeSample(app);
   runners["bench"] = hoist::cli::RegisterBench(app);
   runners["doctor"] = hoist::cli::RegisterDoctor(app);
+  std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
+  args.erase(args.begin());
   try {
-    std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
-    args.erase(args.begin());
-    std::reverse(args.begin(), args.end());  // CLI11 takes them last to first
-    app.parse(args);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
+    // A mistyped command or option: say which, and the nearest name, rather than CLI11's
+    // "A subcommand is required" or "not expected: host --devcie".
+    const std::string suggestion =
+        e.get_exit_code() == 0 ? std::string() : hoist::cli::SuggestForParseError(app, args);
+    if (!suggestion.empty()) {
+      std::fprintf(stderr, "%s\n", suggestion.c_str());
+      return hoist::cli::kExitFailure;
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : hoist::cli::kExitFailure;
   }

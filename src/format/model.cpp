@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "format/foreign_formats.h"
 #include "format/gguf.h"
 #include "format/json_text.h"
 #include "format/safetensors.h"
@@ -18,16 +19,18 @@ namespace {
 
 constexpr uint64_t kMaxIndexBytes = 100'000'000;
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 Result<TensorDirectory> ReadOneFile(Storage& storage, const std::string& path) {
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(path, {}));
-  char magic[4] = {};
-  if (file->size() >= 4) HOIST_RETURN_IF_ERROR(file->ReadExact(0, magic, 4));
-  if (std::memcmp(magic, "GGUF", 4) == 0 || EndsWith(path, ".gguf")) return ReadGguf(*file);
+  unsigned char head[kSniffBytes] = {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(file->size(), kSniffBytes));
+  if (n > 0) HOIST_RETURN_IF_ERROR(file->ReadExact(0, head, n));
+  if (std::memcmp(head, "GGUF", 4) == 0 || path.ends_with(".gguf")) return ReadGguf(*file);
+  if (const ForeignFormat foreign = DescribeForeignFile(head, n, path); !foreign.what.empty()) {
+    return Status(
+        Code::kInvalidModel,
+        Status::InvalidModel(path, 0, "not safetensors or GGUF but " + foreign.what).message() +
+            "; " + foreign.next);
+  }
   return ReadSafetensors(*file);
 }
 
@@ -220,8 +223,8 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) 
   std::vector<std::string> safetensors;
   std::vector<std::string> gguf;
   for (const std::string& p : names) {
-    if (EndsWith(p, ".safetensors")) safetensors.push_back(p);
-    if (EndsWith(p, ".gguf")) gguf.push_back(p);
+    if (p.ends_with(".safetensors")) safetensors.push_back(p);
+    if (p.ends_with(".gguf")) gguf.push_back(p);
   }
   std::sort(safetensors.begin(), safetensors.end());
   std::sort(gguf.begin(), gguf.end());
@@ -244,7 +247,9 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) 
     return OpenGgufSplits(storage, gguf[0], split);
   }
   if (gguf.empty()) {
-    return Status::NotFound(dir + ": no .safetensors or .gguf files in the directory");
+    const std::string instead = DescribeForeignDirectory(names);
+    return Status::NotFound(dir + ": no .safetensors or .gguf files in the directory" +
+                            (instead.empty() ? "" : "; " + instead));
   }
   return Status::InvalidArgument(dir + ": holds " + std::to_string(gguf.size()) +
                                  " GGUF files that are not one split set; name one");
@@ -252,11 +257,19 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) 
 
 // The directory of whatever `path` names, read through storage.
 Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) {
-  HOIST_ASSIGN_OR_RETURN(const EntryType type, storage.Type(path));
+  auto type_or = storage.Type(path);
+  if (!type_or.ok()) {
+    const std::string hint = type_or.status().code() == Code::kNotFound
+                                 ? DescribeMissingModel(storage, path)
+                                 : std::string();
+    return hint.empty() ? type_or.status()
+                        : Status(Code::kNotFound, type_or.status().message() + "; " + hint);
+  }
+  const EntryType type = *type_or;
   if (type == EntryType::kDirectory) return OpenDirectory(storage, path);
-  if (EndsWith(path, ".json")) return OpenSafetensorsIndex(storage, path);
+  if (path.ends_with(".json")) return OpenSafetensorsIndex(storage, path);
   SplitName split;
-  if (EndsWith(path, ".gguf") && ParseSplitName(path, &split)) {
+  if (path.ends_with(".gguf") && ParseSplitName(path, &split)) {
     if (split.number != 1) {
       return Status::InvalidArgument(path + ": name the first split (" +
                                      SplitPath(split.prefix, 1, split.count) + ")");

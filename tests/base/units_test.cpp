@@ -28,6 +28,11 @@ TEST(UnitsTest, ParsesRates) {
   EXPECT_DOUBLE_EQ(ParseByteRate("5GB/s").value(), 5e9);
   EXPECT_DOUBLE_EQ(ParseByteRate("800MiB/s").value(), 800.0 * 1048576);
   EXPECT_FALSE(ParseByteRate("0GB/s").ok());
+  EXPECT_DOUBLE_EQ(ParseByteRate("100B/s").value(), 100.0);
+  EXPECT_DOUBLE_EQ(ParseByteRate("5 GB/s").value(), 5e9);
+  // A bare number would be bytes a second, which nobody means: a rate says its unit.
+  EXPECT_EQ(ParseByteRate("5").status().message(),
+            "rate '5' needs a unit, such as 5GB/s, 800MiB/s or 100B/s");
 }
 
 TEST(UnitsTest, FormatsBytes) {

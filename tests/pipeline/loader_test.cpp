@@ -359,7 +359,8 @@ TEST_F(FaultTest, OnTheHostChunksAreReadStraightIntoTheirTensorsByteExact) {
     const LoadReport& r = (*model)->report;
     EXPECT_GT(r.read_into_destination_bytes, r.read_bytes / 2) << faults;
     EXPECT_LT(r.read_into_destination_bytes, r.read_bytes) << faults;  // small tensors staged
-    ExpectByteExact(dir_, **model);  // the checksums too
+    // The checksums too.
+    ExpectByteExact(dir_, **model);
   }
   auto model = Load(dir_, Device("sim"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();

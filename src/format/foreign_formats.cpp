@@ -1,0 +1,117 @@
+#include "format/foreign_formats.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+
+namespace hoist {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.ends_with(suffix);
+}
+
+bool StartsWith(const unsigned char* head, size_t n, std::string_view magic) {
+  return n >= magic.size() && std::memcmp(head, magic.data(), magic.size()) == 0;
+}
+
+std::string ConvertPyTorch(const std::string& path) {
+  return "convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
+         "st; st.save_file(torch.load('" +
+         path + "', weights_only=True), 'model.safetensors')\"";
+}
+
+// The Hugging Face hub cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub).
+std::string HubCache() {
+  if (const char* cache = std::getenv("HF_HUB_CACHE"); cache != nullptr && *cache != '\0') {
+    return cache;
+  }
+  if (const char* home = std::getenv("HF_HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/hub";
+  }
+  const char* home = std::getenv("HOME");
+  return home == nullptr ? std::string() : std::string(home) + "/.cache/huggingface/hub";
+}
+
+}  // namespace
+
+ForeignFormat DescribeForeignFile(const unsigned char* head, size_t n, const std::string& path) {
+  if (n > 8 && head[8] == '{') return {};  // a safetensors header's start
+  if (StartsWith(head, n, "PK\x03\x04")) {
+    return {"a zip archive, as PyTorch's torch.save writes (.bin, .pt, .pth)",
+            ConvertPyTorch(path)};
+  }
+  if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
+    return {"a Python pickle, as PyTorch's torch.save wrote before 1.6", ConvertPyTorch(path)};
+  }
+  for (const char* magic : {"lmgg", "fmgg", "tjgg", "algg"}) {
+    if (StartsWith(head, n, magic)) {
+      return {"a legacy GGML file (ggml, ggmf or ggjt: before GGUF)",
+              "convert it with llama.cpp's convert_llama_ggml_to_gguf.py"};
+    }
+  }
+  if (StartsWith(head, n, "\x89HDF\r\n\x1a\n")) {
+    return {"an HDF5 file (Keras .h5)", "save the weights as safetensors first"};
+  }
+  if (StartsWith(head, n, "\x93NUMPY")) {
+    return {"a NumPy .npy array", "save the arrays with safetensors.numpy.save_file first"};
+  }
+  if (EndsWith(path, ".onnx")) {
+    return {"an ONNX model", "export the weights to safetensors first"};
+  }
+  return {};
+}
+
+std::string DescribeForeignDirectory(const std::vector<std::string>& files) {
+  auto has = [&](std::string_view suffix) {
+    return std::any_of(files.begin(), files.end(),
+                       [&](const std::string& f) { return EndsWith(f, suffix); });
+  };
+  if (has(".bin") || has(".pt") || has(".pth") || has(".ckpt")) {
+    return "it holds PyTorch checkpoints (.bin, .pt, .pth, .ckpt); convert them to safetensors "
+           "first (transformers: from_pretrained(dir).save_pretrained(out, "
+           "safe_serialization=True))";
+  }
+  if (has(".onnx")) return "it holds ONNX models; export the weights to safetensors first";
+  if (has(".h5") || has(".keras")) {
+    return "it holds Keras files; save the weights as safetensors first";
+  }
+  return {};
+}
+
+std::string DescribeMissingModel(Storage& storage, const std::string& name) {
+  static const std::regex kUrl("^[a-zA-Z][a-zA-Z0-9+.-]*://.*");
+  if (std::regex_match(name, kUrl)) {
+    return "it is a URL: hoist reads local files; download the model first (for a Hugging Face "
+           "repo: huggingface-cli download ORG/NAME --local-dir DIR; for s3://: aws s3 cp "
+           "--recursive) and give hoist the local path";
+  }
+  static const std::regex kRepoId("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
+  if (!std::regex_match(name, kRepoId)) return {};
+  const std::string cache = HubCache();
+  if (!cache.empty()) {
+    // The cache's layout: models--ORG--NAME/refs/main holds the commit whose snapshot is
+    // models--ORG--NAME/snapshots/COMMIT/.
+    const std::string repo = cache + "/models--" + name.substr(0, name.find('/')) + "--" +
+                             name.substr(name.find('/') + 1);
+    std::string commit(64, '\0');
+    auto ref = storage.Open(repo + "/refs/main", {});
+    if (ref.ok() && (*ref)->size() > 0 && (*ref)->size() <= commit.size() &&
+        (*ref)->ReadExact(0, commit.data(), (*ref)->size()).ok()) {
+      commit.resize((*ref)->size());
+      commit.erase(commit.find_last_not_of(" \n\r\t") + 1);
+      const std::string snapshot = repo + "/snapshots/" + commit;
+      auto type = storage.Type(snapshot);
+      if (!commit.empty() && type.ok() && *type == EntryType::kDirectory) {
+        return "it looks like a Hugging Face repo id, and the Hugging Face cache holds it: give "
+               "hoist " +
+               snapshot;
+      }
+    }
+  }
+  return "it looks like a Hugging Face repo id: download it first (huggingface-cli download " +
+         name + " --local-dir DIR) and give hoist DIR";
+}
+
+}  // namespace hoist

@@ -1,0 +1,167 @@
+// The conventions a user's hands already know: files of other formats and names that are not
+// files named for what they are, sizes with their units, the nearest command or option for a
+// typo, the program's name in its usage lines, and what the build is.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using testing::RunHoist;
+
+class ConventionsCliTest : public testing::SampleModelTest<8 << 20> {
+ protected:
+  std::string Write(const std::string& name, const std::string& bytes) {
+    testing::WriteBytes(tmp_.File(name), std::vector<unsigned char>(bytes.begin(), bytes.end()));
+    return tmp_.File(name);
+  }
+};
+
+TEST_F(ConventionsCliTest, FilesOfOtherFormatsAreNamedWithTheNextStep) {
+  const std::string convert =
+      "; convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
+      "st; st.save_file(torch.load('";
+  struct Case {
+    std::string name, bytes, what, next;
+  };
+  const Case cases[] = {
+      {"model.bin", std::string("PK\x03\x04", 4) + "zip-entry-bytes",
+       "a zip archive, as PyTorch's torch.save writes (.bin, .pt, .pth)", convert},
+      {"old.pt", std::string("\x80\x02\x8a\x0a", 4) + "l\xfc\x9c\x46\xf9 j\xa8P\x19.",
+       "a Python pickle, as PyTorch's torch.save wrote before 1.6", convert},
+      {"llama.bin", std::string("tjgg\x03\x00\x00\x00", 8) + "ggml-bytes",
+       "a legacy GGML file (ggml, ggmf or ggjt: before GGUF)",
+       "; convert it with llama.cpp's convert_llama_ggml_to_gguf.py"},
+      {"w.npy", std::string("\x93NUMPY\x01\x00", 8) + "v{'descr'", "a NumPy .npy array",
+       "; save the arrays with safetensors.numpy.save_file first"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = Write(c.name, c.bytes);
+    auto r = RunHoist({"inspect", path});
+    EXPECT_EQ(r.exit_code, 2) << c.name;
+    EXPECT_EQ(r.err.find("hoist: " + path + ": not safetensors or GGUF but " + c.what +
+                         " at byte 0" + c.next),
+              0u)
+        << r.err;
+  }
+  // A safetensors file whose header length happens to start like a pickle is still read as
+  // safetensors (its ninth byte is the header's '{').
+  std::string header = R"({"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  header.resize(0x280, ' ');
+  const std::string st = Write(
+      "odd.safetensors", std::string("\x80\x02\0\0\0\0\0\0", 8) + header + std::string(1, '\x07'));
+  auto r = RunHoist({"inspect", st});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // A directory of PyTorch checkpoints says what it holds.
+  std::filesystem::create_directory(tmp_.File("hf-model"));
+  Write("hf-model/pytorch_model.bin", "PK\x03\x04");
+  Write("hf-model/config.json", "{}");
+  r = RunHoist({"load", tmp_.File("hf-model"), "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no .safetensors or .gguf files in the directory; it holds PyTorch "
+                       "checkpoints (.bin, .pt, .pth, .ckpt); convert them to safetensors first"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
+  auto r = RunHoist({"load", "meta-llama/Llama-3-8B", "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist: meta-llama/Llama-3-8B: No such file or directory; it looks like a Hugging "
+            "Face repo id: download it first (huggingface-cli download meta-llama/Llama-3-8B "
+            "--local-dir DIR) and give hoist DIR\n");
+  r = RunHoist({"inspect", "https://example.com/m.safetensors"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("No such file or directory; it is a URL: hoist reads local files"),
+            std::string::npos)
+      << r.err;
+  // A repo in the local Hugging Face cache: its snapshot is named.
+  const std::string repo = tmp_.File("hub/models--org--name");
+  std::filesystem::create_directories(repo + "/refs");
+  std::filesystem::create_directories(repo + "/snapshots/0123abcd");
+  Write("hub/models--org--name/refs/main", "0123abcd\n");
+  ASSERT_EQ(setenv("HF_HUB_CACHE", tmp_.File("hub").c_str(), 1), 0);
+  r = RunHoist({"inspect", "org/name"});
+  unsetenv("HF_HUB_CACHE");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("it looks like a Hugging Face repo id, and the Hugging Face cache holds "
+                       "it: give hoist " +
+                       repo + "/snapshots/0123abcd"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ConventionsCliTest, SizeFlagsTakeTheirUnitsOrAPlainNumberOfMiB) {
+  const std::pair<std::string, uint64_t> chunks[] = {
+      {"64KiB", 64u << 10}, {"1MB", 1000000}, {"0.5", 512u << 10}, {"2", 2u << 20}};
+  for (const auto& [text, bytes] : chunks) {
+    auto r = RunHoist({"load", model_, "--device", "host", "--json", "--quiet", "--chunk", text,
+                       "--staging", "16MiB"});
+    ASSERT_EQ(r.exit_code, 0) << text << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["chunk_bytes"], bytes) << text;
+    EXPECT_LE(j["staging"]["bytes"].get<uint64_t>(), 16u << 20) << text;
+  }
+  auto r = RunHoist({"load", model_, "--device", "host", "--chunk", "4xb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist: --chunk 4xb: expected a size such as 4MiB, 512KiB, 1GB, or a number "
+            "of MiB\n");
+  r = RunHoist({"load", model_, "--device", "host", "--staging", "-1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: --staging takes a number of MiB from 0 to 1073741824, not -1\n");
+  // A rate says its unit: a bare number would be bytes a second.
+  r = RunHoist({"load", model_, "--device", "sim:bandwidth=5"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("rate '5' needs a unit, such as 5GB/s, 800MiB/s or 100B/s"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
+  auto r = RunHoist({"lod", model_});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist: unknown command 'lod'; did you mean 'load'? (commands: inspect, load, "
+            "verify, make-sample, bench, doctor)\n");
+  r = RunHoist({"xyzzy"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.find("hoist: unknown command 'xyzzy' (commands:"), 0u) << r.err;
+  r = RunHoist({"load", model_, "--devcie", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist load: unknown option '--devcie'; did you mean '--device'? (hoist load --help "
+            "lists them)\n");
+  r = RunHoist({"verify", model_, "--chunck=2MiB"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("did you mean '--chunk'?"), std::string::npos) << r.err;
+  r = RunHoist({});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.find("hoist: a command is required (inspect, load,"), 0u) << r.err;
+  r = RunHoist({"load", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("Usage: hoist load [OPTIONS] PATH"), std::string::npos) << r.out;
+}
+
+TEST_F(ConventionsCliTest, VersionAndDoctorSayWhatTheBuildIs) {
+  auto r = RunHoist({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.find("hoist 0.1.0 ("), 0u) << r.out;
+  EXPECT_NE(r.out.find(" build, GPU backend: "), std::string::npos) << r.out;
+  r = RunHoist({"doctor", "--device", "host", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto machine = nlohmann::json::parse(r.out)["machine"];
+  EXPECT_EQ(machine["hoist_version"], "0.1.0");
+  EXPECT_TRUE(machine["gpu_backend"].is_string());
+  EXPECT_TRUE(machine["build_type"].is_string());
+}
+
+}  // namespace
+}  // namespace hoist
