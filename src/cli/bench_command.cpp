@@ -1,12 +1,14 @@
 // `hoist bench`: the flags, and the table and the JSON of what measure/bench_runner returns.
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/json_schema.h"
 #include "base/platform.h"
 #include "base/units.h"
 #include "cli/commands.h"
@@ -27,6 +29,7 @@ struct BenchFlags {
   bool cold = false;
   int repeat = 3;
   std::string json_path;
+  bool json = false;          // --json given: to json_path, or stdout when it has no value
   LoadSettingFlags settings;  // hoist's own load
   std::vector<std::string> strategies = {"mmap-pageable", "pinned-4x1MiB", "direct-4x64MiB"};
   double settle_s = -1;  // < 0: the bench runner's default (2 s on GPUs, 0 on host and sim)
@@ -85,6 +88,7 @@ void Print(const BenchResult& b, const BenchFlags& flags, const TensorDirectory&
 
 nlohmann::json Json(const BenchResult& b, const BenchFlags& flags, const TensorDirectory& dir) {
   nlohmann::json j;
+  j["schema_version"] = kJsonSchemaVersion;
   j["model"] = {{"path", flags.path},
                 {"bytes", b.model_bytes},
                 {"tensors", dir.tensors.size()},
@@ -153,7 +157,12 @@ int RunBenchCommand(BenchFlags f) {
   };
   auto result = RunBench(spec, *dir, *device, *options);
   if (!result.ok()) return ReportOrExitNow(result.status());
-  Print(*result, f, *dir);
+  // stdout holds one document: the table, or (--json without a file) the JSON alone.
+  if (f.json && f.json_path.empty()) {
+    std::cout << Json(*result, f, *dir).dump(2) << "\n";
+  } else {
+    Print(*result, f, *dir);
+  }
   if (!f.json_path.empty()) {
     std::ofstream out(f.json_path);
     out << Json(*result, f, *dir).dump(2) << "\n";
@@ -183,7 +192,12 @@ Runner RegisterBench(CLI::App& app) {
   cmd->add_option("--repeat", f->repeat,
                   "warm runs of each load; the table shows the median (default 3)")
       ->check(CLI::Range(1, 100));
-  cmd->add_option("--json", f->json_path, "write the results as JSON to this file");
+  cmd->add_option("--json", f->json_path,
+                  "the results as one JSON object on stdout instead of the table, or with FILE "
+                  "written to that file beside the table")
+      ->expected(0, 1)
+      ->each([f](const std::string&) { f->json = true; });
+  cmd->parse_complete_callback([f, cmd] { f->json = f->json || cmd->count("--json") > 0; });
   cmd->add_option("--settle", f->settle_s,
                   "seconds to pause before each load after the first, while the GPU driver "
                   "finishes with the memory the previous load freed (default 2 on GPUs, 0 on "

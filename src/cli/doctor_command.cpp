@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/build_info.h"
+#include "base/json_schema.h"
 #include "base/platform.h"
 #include "base/units.h"
 #include "cli/commands.h"
@@ -39,7 +40,8 @@ struct Finding {
 
 class Doctor {
  public:
-  void Measured(const std::string& name, const Result<Throughput>& t) {
+  // key: the JSON's name (snake_case, in GB/s); label: the table's.
+  void Measured(const std::string& key, const std::string& name, const Result<Throughput>& t) {
     // A stalled device or a stop signal ends the doctor; other failures are findings.
     if (!t.ok()) {
       const Code code = t.status().code();
@@ -49,15 +51,18 @@ class Doctor {
       char text[64];
       std::snprintf(text, sizeof text, "%.2f GB/s", t->gbps());
       ceilings_.push_back({name, text, ""});
-      json_["ceilings"][name] = t->gbps();
+      json_["ceilings"][key] = t->gbps();
     } else {
       ceilings_.push_back({name, "not measured", t.status().message()});
-      json_["ceilings"][name] = nullptr;
+      json_["ceilings"][key] = nullptr;
+      json_["not_measured"][key] = t.status().message();
     }
   }
-  void Setting(const std::string& name, const std::string& value, const std::string& why) {
-    settings_.push_back({name, value, why});
-    json_["settings"][name] = {{"value", value}, {"why", why}};
+  // key and value: the JSON's (numbers in bytes); name and shown: the table's.
+  void Setting(const std::string& key, const nlohmann::json& value, const std::string& name,
+               const std::string& shown, const std::string& why) {
+    settings_.push_back({name, shown, why});
+    json_["settings"][key] = {{"value", value}, {"why", why}};
   }
   void Trap(const std::string& what) {
     traps_.push_back(what);
@@ -78,6 +83,7 @@ class Doctor {
     add(c.pageable_copies_can_hang, "pageable copies can hang");
     add(c.can_abandon, "can abandon copies");
     add(c.caches_pinned_memory, "keeps pinned memory for the next load");
+    add(c.memory_is_host, "reads straight into its memory");
     std::string peers;
     for (const std::string& p : c.peers) peers += (peers.empty() ? "" : " ") + p;
     if (!peers.empty()) can += "; peers: " + peers;
@@ -91,6 +97,7 @@ class Doctor {
                                 {"pageable_copies_can_hang", c.pageable_copies_can_hang},
                                 {"can_abandon", c.can_abandon},
                                 {"caches_pinned_memory", c.caches_pinned_memory},
+                                {"memory_is_host", c.memory_is_host},
                                 {"peers", c.peers}});
   }
 
@@ -118,7 +125,8 @@ class Doctor {
   std::vector<Finding> ceilings_;
   std::vector<Finding> settings_;
   std::vector<std::string> traps_;
-  nlohmann::json json_ = {{"traps", nlohmann::json::array()}};
+  nlohmann::json json_ = {{"schema_version", kJsonSchemaVersion},
+                          {"traps", nlohmann::json::array()}};
 };
 
 int RunDoctor(const DoctorFlags& f) {
@@ -160,18 +168,18 @@ int RunDoctor(const DoctorFlags& f) {
     // slow every other program on it.
     const Status dropped = DropFilesFromPageCache(dir->source(), paths);
     if (dropped.ok()) {
-      doctor.Measured("storage read, buffered (cold)",
+      doctor.Measured("storage_read_buffered_cold_gbps", "storage read, buffered (cold)",
                       MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
     } else {
-      doctor.Measured("storage read, buffered",
+      doctor.Measured("storage_read_buffered_gbps", "storage read, buffered",
                       Status::Unavailable("the model's pages cannot be dropped from the cache "
                                           "here (" +
                                           dropped.message() + "); see the direct read"));
     }
     auto direct = MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, true);
-    doctor.Measured("storage read, direct (O_DIRECT)", direct);
+    doctor.Measured("storage_read_direct_gbps", "storage read, direct (O_DIRECT)", direct);
     (void)MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false);
-    doctor.Measured("page-cache read",
+    doctor.Measured("page_cache_read_gbps", "page-cache read",
                     MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
     if (fs == "nfs" || fs == "cifs" || fs == "smb" || fs == "smb2" || fs == "fuse" || fs == "9p") {
       doctor.Trap("the model is on a network or user-space file system (" + fs +
@@ -189,16 +197,17 @@ int RunDoctor(const DoctorFlags& f) {
 
   // The device's copy engine (host and sim copy with the CPU: smaller totals do).
   const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
-  doctor.Measured("pinned allocation (64 MiB buffers)", MeasurePinnedAllocation(dev, 64 * kMiB, 8));
-  doctor.Measured("host-to-device, pinned 64 MiB copies",
+  doctor.Measured("pinned_allocation_gbps", "pinned allocation (64 MiB buffers)",
+                  MeasurePinnedAllocation(dev, 64 * kMiB, 8));
+  doctor.Measured("h2d_pinned_64mib_gbps", "host-to-device, pinned 64 MiB copies",
                   MeasureHostToDevice(dev, 64 * kMiB, total, true, f.stall_timeout_s));
-  doctor.Measured("host-to-device, pinned 1 MiB copies",
+  doctor.Measured("h2d_pinned_1mib_gbps", "host-to-device, pinned 1 MiB copies",
                   MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, f.stall_timeout_s));
-  doctor.Measured("host-to-device, pageable 64 MiB",
+  doctor.Measured("h2d_pageable_64mib_gbps", "host-to-device, pageable 64 MiB",
                   MeasureHostToDevice(dev, 64 * kMiB, total / 4, false, f.stall_timeout_s));
-  doctor.Measured("device-to-host, pinned 64 MiB copies",
+  doctor.Measured("d2h_pinned_64mib_gbps", "device-to-host, pinned 64 MiB copies",
                   MeasureDeviceToHost(dev, 64 * kMiB, total / 4, true));
-  doctor.Measured("device-to-host, pageable 64 MiB",
+  doctor.Measured("d2h_pageable_64mib_gbps", "device-to-host, pageable 64 MiB",
                   MeasureDeviceToHost(dev, 64 * kMiB, total / 4, false));
 
   const int threads = DefaultReaderThreads();
@@ -223,22 +232,22 @@ int RunDoctor(const DoctorFlags& f) {
   }
 
   doctor.Setting(
-      "threads", std::to_string(threads),
+      "threads", threads, "threads", std::to_string(threads),
       "3/4 of the " + std::to_string(CpuCount()) +
           " CPUs, between 2 and 12: enough reads in "
           "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
-  doctor.Setting("chunk", FormatBytes(kDefaultChunkBytes),
+  doctor.Setting("chunk_bytes", kDefaultChunkBytes, "chunk", FormatBytes(kDefaultChunkBytes),
                  "per-read overhead well under 1%; on the H200 4 MiB chunks loaded at 51.6 "
                  "GB/s, 2 MiB at 49.3, 8 MiB at 50.6 and 16 MiB at 38.4 (docs/PERFORMANCE.md)");
   doctor.Setting(
-      "staging", FormatBytes(staging),
+      "staging_bytes", staging, "staging", FormatBytes(staging),
       "two pinned buffers per reader, one being read into while the other is copied (on the "
       "H200 with 12 readers: 48 MiB 45.4 GB/s, 96 MiB 51.8, 192 MiB 51.0); 4 allocated before "
       "streaming and the rest in the background; peak host memory stays near it");
   doctor.Setting(
-      "copy queues", std::to_string(dev.queues()),
+      "copy_queues", dev.queues(), "copy queues", std::to_string(dev.queues()),
       gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
-  doctor.Setting("io", "buffered",
+  doctor.Setting("io", "buffered", "io", "buffered",
                  "page cache; `--io direct` for cold loads where the file system allows");
   // stdout holds one document: the table, or (--json) the JSON alone.
   if (f.json) {

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "base/json_schema.h"
 #include "cli/commands.h"
 #include "cli/device_flags.h"
 #include "cli/exit_codes.h"
@@ -49,7 +50,8 @@ Runner RegisterInspect(CLI::App& app) {
       plan = std::move(placed).value();
     }
     if (options->json) {
-      nlohmann::ordered_json j = DirectoryToJson(dir.value());
+      nlohmann::ordered_json j = {{"schema_version", kJsonSchemaVersion}};
+      j.update(DirectoryToJson(dir.value()));
       if (!devices.empty()) {
         nlohmann::ordered_json names = nlohmann::ordered_json::array();
         for (const auto& d : devices) names.push_back(d->name());

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/checksum.h"
+#include "base/json_schema.h"
 #include "base/platform.h"
 #include "base/units.h"
 #include "cli/commands.h"
@@ -80,7 +81,7 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
 
 nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel& model,
                                    const std::string& path) {
-  nlohmann::ordered_json j = {{"path", path}};
+  nlohmann::ordered_json j = {{"schema_version", kJsonSchemaVersion}, {"path", path}};
   j.update(ReportToJson(model.report));
   if (!model.checksums.empty()) {
     j["tensors"] = nlohmann::ordered_json::array();

@@ -1,5 +1,7 @@
 #include "pipeline/report_json.h"
 
+#include "base/json_schema.h"
+
 namespace hoist {
 
 const char* IoModeName(IoMode mode) { return mode == IoMode::kDirect ? "direct" : "buffered"; }
@@ -9,6 +11,7 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
   // the peers' figures leave it out; wall_s runs from opening the model to the end.
   const double wall = r.wall_s + r.phases.open_parse;
   nlohmann::ordered_json j;
+  j["schema_version"] = kJsonSchemaVersion;
   j["device"] = r.device;
   j["tensor_count"] = r.tensors;
   j["bytes"] = r.tensor_bytes;

@@ -111,11 +111,15 @@ TEST_F(BenchCliTest, DoctorMeasuresAndReportsSettings) {
   EXPECT_EQ(r.out.find("settings hoist will use"), std::string::npos) << r.out;
   ASSERT_TRUE(nlohmann::json::accept(r.out)) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_GT(j["ceilings"]["host-to-device, pinned 64 MiB copies"].get<double>(), 0);
-  EXPECT_GT(j["ceilings"]["page-cache read"].get<double>(), 0);
-  EXPECT_GT(j["ceilings"]["device-to-host, pinned 64 MiB copies"].get<double>(), 0);
-  EXPECT_GT(j["ceilings"]["device-to-host, pageable 64 MiB"].get<double>(), 0);
-  EXPECT_TRUE(j["settings"].contains("threads"));
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_GT(j["ceilings"]["h2d_pinned_64mib_gbps"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["page_cache_read_gbps"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["d2h_pinned_64mib_gbps"].get<double>(), 0);
+  EXPECT_GT(j["ceilings"]["d2h_pageable_64mib_gbps"].get<double>(), 0);
+  // Settings are numbers (bytes) where they are sizes or counts.
+  EXPECT_GT(j["settings"]["threads"]["value"].get<int>(), 0);
+  EXPECT_EQ(j["settings"]["chunk_bytes"]["value"], 4u << 20);
+  EXPECT_GT(j["settings"]["staging_bytes"]["value"].get<uint64_t>(), 0u);
   EXPECT_TRUE(j["machine"].contains("memlock_limit_bytes"));
   EXPECT_TRUE(j["machine"].contains("file_system"));
 }
@@ -151,7 +155,7 @@ TEST_F(BenchCliTest, DoctorDropsOnlyTheModelsPagesFromTheCache) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(ResidentShare(other), 0.99);
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["ceilings"].contains("storage read, buffered (cold)")) << r.out;
+  EXPECT_TRUE(j["ceilings"].contains("storage_read_buffered_cold_gbps")) << r.out;
 }
 
 TEST_F(BenchCliTest, DoctorFlagsTmpfs) {
