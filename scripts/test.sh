@@ -173,6 +173,16 @@ for stage in "${stages[@]}"; do
       echo "python -m hoist and the hoist script run the installed tool: $version"
       (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/tests/corpus" \
         HOIST_CLI="$OLDPWD/build/hoist" "$python" -m unittest discover -s "$OLDPWD/python/tests")
+      # The installed stubs type-check a user's code under mypy --strict, and catch a misuse.
+      (cd /tmp && MYPYPATH="$target" "$python" -m mypy --strict --cache-dir "$target/.mypy" \
+        "$OLDPWD/python/tests/typing_usage.py")
+      echo 'import hoist; hoist.open(1.5)' >"$target/misuse.py"
+      if (cd /tmp && MYPYPATH="$target" "$python" -m mypy --strict --cache-dir "$target/.mypy" \
+        "$target/misuse.py" >/dev/null); then
+        echo "mypy accepted hoist.open(1.5): the stubs check nothing" >&2
+        exit 1
+      fi
+      echo "the stubs type-check typing_usage.py under mypy --strict and refuse a misuse"
       rm -rf "$target"
       ;;
     *) echo "unknown stage $stage" >&2; exit 1 ;;

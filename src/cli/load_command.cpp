@@ -183,8 +183,9 @@ Runner RegisterVerify(CLI::App& app) {
     }
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;
-    auto mismatches = Verify(dir, *model, model->report.threads, kListed);
-    if (!mismatches.ok()) return ReportFailure(mismatches.status());
+    auto mismatches =
+        Verify(dir, *model, model->report.threads, kListed, flags->settings.stall_timeout_s);
+    if (!mismatches.ok()) return ReportOrExitNow(mismatches.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const LoadReport& r = model->report;

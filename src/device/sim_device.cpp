@@ -172,10 +172,9 @@ class SimDevice final : public Device {
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     const Clock::time_point start = Clock::now();
     std::memcpy(dst, src, n);
-    if (options_.readback_bandwidth > 0) {
-      std::this_thread::sleep_until(
-          start + std::chrono::nanoseconds(static_cast<int64_t>(
-                      static_cast<double>(n) / options_.readback_bandwidth * 1e9)));
+    if (options_.readback_bandwidth > 0) {  // the modelled time; an abandon cuts it short
+      engine_.WaitUntil(start + std::chrono::nanoseconds(static_cast<int64_t>(
+                                    static_cast<double>(n) / options_.readback_bandwidth * 1e9)));
     }
     return Status::Ok();
   }

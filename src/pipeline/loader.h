@@ -208,9 +208,14 @@ struct Mismatch {
 // Reads every loaded tensor back from the device and compares it with the file's bytes (for a
 // tensor read by rows, model.strides says where its rows lie in the file).
 // Returns the mismatches (at most max_reported, all tensors checked), or an error: kCancelled
-// on SIGINT/SIGTERM, kFileChanged when a file is no longer the one the model was opened from.
+// on SIGINT/SIGTERM, kFileChanged when a file is no longer the one the model was opened from,
+// kStalled when no piece was read back for stall_timeout_s (naming the tensor and device).
+// Both end it within a second or two: devices that can cut a read-back short do, and a
+// read-back that cannot be stopped is left behind with its device's memory (the model's block
+// is then never freed).
 Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
-                                     size_t max_reported);
+                                     size_t max_reported,
+                                     double stall_timeout_s = kDefaultStallTimeoutSeconds);
 
 // The bounds every entry point's options are checked against before anything is opened.
 inline constexpr int kMaxReaderThreads = 1024;

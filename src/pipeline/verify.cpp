@@ -1,7 +1,12 @@
-// Reading loaded tensors back from their devices and comparing them with the files.
+// Reading loaded tensors back from their devices and comparing them with the files, under a
+// watchdog: a read-back that stops making progress or a stop signal ends it promptly.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -12,99 +17,238 @@
 #include "pipeline/loader.h"
 
 namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPiece = 16ull << 20;
+// After a stall or a stop: how long the workers get to leave once the devices were asked to
+// abandon their copies.
+constexpr auto kExitGrace = std::chrono::milliseconds(1500);
+
+// One tensor to compare, with everything a worker needs to do it after Verify has returned (a
+// worker left in a read-back that never ends must not touch the caller's objects).
+struct Item {
+  std::string name;
+  uint32_t file = 0;
+  uint64_t offset = 0;  // in the file
+  uint64_t nbytes = 0;
+  RowStride stride;
+  const unsigned char* src = nullptr;  // on the device
+  size_t device = 0;                   // index into VerifyJob::devices
+};
+
+// What the workers share; held by shared_ptr so that a worker left behind keeps it alive.
+struct VerifyJob {
+  std::vector<std::unique_ptr<File>> files;
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  std::vector<Item> items;
+  bool external = false;
+  size_t max_reported = 0;
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> progress_ns{0};
+  std::mutex mutex;  // guards the rest
+  std::condition_variable exited_cv;
+  int running = 0;
+  Status error;
+  std::vector<Mismatch> mismatches;
+  std::vector<int64_t> reading_back;  // per worker: the item being read back, or -1
+
+  static int64_t Now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+  void Fail(Status s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error.ok()) error = std::move(s);
+    stop.store(true);
+  }
+};
+
+// Compares item k piece by piece; false when the job stopped or failed.
+bool CompareItem(VerifyJob& job, size_t worker, size_t k, std::vector<unsigned char>& from_file,
+                 std::vector<unsigned char>& from_device) {
+  const Item& t = job.items[k];
+  // A tensor read by rows is compared a whole number of its rows at a time (one row when a row
+  // is larger than a piece), each read as the file range that spans them.
+  const uint64_t width = t.stride.width != 0 ? t.stride.width : t.nbytes;
+  const uint64_t pitch = t.stride.width != 0 ? t.stride.pitch : t.nbytes;
+  const uint64_t piece = t.stride.width == 0 || width > kPiece ? kPiece : kPiece / width * width;
+  for (uint64_t off = 0; off < t.nbytes; off += piece) {
+    if (job.stop.load()) return false;
+    const uint64_t n = std::min(piece, t.nbytes - off);
+    // Device bytes [off, off + n) are rows [first_row, last_row] of the file's, from column
+    // `column` of the first.
+    const uint64_t first_row = off / width;
+    const uint64_t column = off % width;
+    const uint64_t last_row = (off + n - 1) / width;
+    const uint64_t file_begin = t.offset + first_row * pitch + column;
+    const uint64_t span = (last_row - first_row) * pitch + (off + n - last_row * width) - column;
+    from_file.resize(std::max<uint64_t>(from_file.size(), span));
+    Status s = job.files[t.file]->ReadExact(file_begin, from_file.data(), span);
+    if (s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(job.mutex);
+        job.reading_back[worker] = static_cast<int64_t>(k);
+      }
+      s = job.devices[t.device]->CopyToHost(from_device.data(), t.src + off, n, job.external);
+      std::lock_guard<std::mutex> lock(job.mutex);
+      job.reading_back[worker] = -1;
+    }
+    if (!s.ok()) {
+      job.Fail(s);
+      return false;
+    }
+    job.progress_ns.store(VerifyJob::Now());
+    if (job.stop.load()) return false;
+    // Row by row (one run when the tensor is contiguous).
+    for (uint64_t at = 0; at < n;) {
+      const uint64_t device_pos = off + at;
+      const uint64_t row = device_pos / width;
+      const uint64_t in_row = device_pos % width;
+      const uint64_t run = std::min(width - in_row, n - at);
+      const uint64_t file_pos = (row - first_row) * pitch + in_row - column;
+      if (std::memcmp(from_file.data() + file_pos, from_device.data() + at, run) != 0) {
+        uint64_t i = 0;
+        while (from_file[file_pos + i] == from_device[at + i]) ++i;
+        std::lock_guard<std::mutex> lock(job.mutex);
+        if (job.mismatches.size() < job.max_reported) {
+          job.mismatches.push_back({t.name, device_pos + i, file_begin + file_pos + i});
+        }
+        return true;  // the tensor's first difference is enough
+      }
+      at += run;
+    }
+  }
+  return true;
+}
+
+void Worker(const std::shared_ptr<VerifyJob>& job, size_t worker) {
+  std::vector<unsigned char> from_file;
+  std::vector<unsigned char> from_device(kPiece);
+  for (;;) {
+    const size_t k = job->next.fetch_add(1);
+    if (k >= job->items.size() || !CompareItem(*job, worker, k, from_file, from_device)) break;
+  }
+  std::lock_guard<std::mutex> lock(job->mutex);
+  --job->running;
+  job->exited_cv.notify_all();
+}
+
+}  // namespace
 
 Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
-                                     size_t max_reported) {
-  std::vector<std::unique_ptr<File>> files;
+                                     size_t max_reported, double stall_timeout_s) {
+  auto job = std::make_shared<VerifyJob>();
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, {}));
     HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, *file));
-    files.push_back(std::move(file));
+    job->files.push_back(std::move(file));
   }
-  std::vector<size_t> work;
+  job->devices = model.devices;
+  job->external = model.external_destinations;
+  job->max_reported = max_reported;
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    if (model.loaded(i) && dir.tensors[i].nbytes > 0) work.push_back(i);
+    const TensorEntry& t = dir.tensors[i];
+    if (!model.loaded(i) || t.nbytes == 0) continue;
+    job->items.push_back({t.name, t.file, t.offset, t.nbytes,
+                          model.strides.empty() ? RowStride{} : model.strides[i],
+                          static_cast<const unsigned char*>(model.data(i)),
+                          model.placement.empty() ? 0 : model.placement[i]});
   }
-  std::atomic<size_t> next{0};
-  std::mutex mutex;
-  Status error;
-  std::vector<Mismatch> mismatches;
-  constexpr uint64_t kPiece = 16ull << 20;
-  auto worker = [&] {
-    std::vector<unsigned char> from_file;
-    std::vector<unsigned char> from_device(kPiece);
-    for (;;) {
-      const size_t k = next.fetch_add(1);
-      if (k >= work.size()) return;
-      const TensorEntry& t = dir.tensors[work[k]];
-      const auto* src = static_cast<const unsigned char*>(model.data(work[k]));
-      // A tensor read by rows is compared a whole number of its rows at a time (one row when a
-      // row is larger than a piece), each read as the file range that spans them.
-      const RowStride stride = model.strides.empty() ? RowStride{} : model.strides[work[k]];
-      const uint64_t width = stride.width != 0 ? stride.width : t.nbytes;
-      const uint64_t pitch = stride.width != 0 ? stride.pitch : t.nbytes;
-      const uint64_t piece = stride.width == 0 || width > kPiece ? kPiece : kPiece / width * width;
-      for (uint64_t off = 0; off < t.nbytes; off += piece) {
-        const uint64_t n = std::min(piece, t.nbytes - off);
-        // Device bytes [off, off + n) are rows [first_row, last_row] of the file's, from
-        // column `column` of the first.
-        const uint64_t first_row = off / width;
-        const uint64_t column = off % width;
-        const uint64_t last_row = (off + n - 1) / width;
-        const uint64_t file_begin = t.offset + first_row * pitch + column;
-        const uint64_t span =
-            (last_row - first_row) * pitch + (off + n - last_row * width) - column;
-        from_file.resize(std::max<uint64_t>(from_file.size(), span));
-        Status s = StopRequested().WithContext("verify");
-        if (s.ok()) s = files[t.file]->ReadExact(file_begin, from_file.data(), span);
-        if (s.ok())
-          s = model.device_of(work[k]).CopyToHost(from_device.data(), src + off, n,
-                                                  model.external_destinations);
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error.ok()) return;  // another worker failed: stop as soon as possible
-        if (!s.ok()) {
-          error = s;
-          return;
-        }
-        // Row by row (one run when the tensor is contiguous).
-        bool differs = false;
-        for (uint64_t at = 0; at < n && !differs;) {
-          const uint64_t device_pos = off + at;
-          const uint64_t row = device_pos / width;
-          const uint64_t in_row = device_pos % width;
-          const uint64_t run = std::min(width - in_row, n - at);
-          const uint64_t file_pos = (row - first_row) * pitch + in_row - column;
-          if (std::memcmp(from_file.data() + file_pos, from_device.data() + at, run) != 0) {
-            uint64_t i = 0;
-            while (from_file[file_pos + i] == from_device[at + i]) ++i;
-            if (mismatches.size() < max_reported) {
-              mismatches.push_back({t.name, device_pos + i, file_begin + file_pos + i});
-            }
-            differs = true;
-          }
-          at += run;
-        }
-        if (differs) break;
-      }
-    }
-  };
+  job->progress_ns.store(VerifyJob::Now());
   std::vector<std::thread> pool;
-  for (int i = 0; i < std::max(1, threads); ++i) {
-    auto thread = StartThread("a verify thread", worker);
+  job->reading_back.assign(static_cast<size_t>(std::max(1, threads)), -1);
+  for (size_t w = 0; w < job->reading_back.size(); ++w) {
+    {
+      std::lock_guard<std::mutex> lock(job->mutex);
+      ++job->running;
+    }
+    auto thread = StartThread("a verify thread", [job, w] { Worker(job, w); });
     if (!thread.ok()) {
+      std::lock_guard<std::mutex> lock(job->mutex);
+      --job->running;
       if (pool.empty()) return thread.status();
       break;  // the ones running share the work
     }
     pool.push_back(std::move(thread).value());
   }
+  // The watchdog: the workers end, or a stop signal or a read-back without progress for
+  // stall_timeout_s ends the verify.
+  const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(stall_timeout_s * 1e9));
+  Status ended;
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    while (job->running > 0) {
+      job->exited_cv.wait_for(lock, std::chrono::milliseconds(20));
+      if (job->running == 0) break;
+      if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) {
+        ended = stop;
+        break;
+      }
+      const auto idle = std::chrono::nanoseconds(VerifyJob::Now() - job->progress_ns.load());
+      if (idle > timeout) {
+        std::string where = "reading the files";
+        for (int64_t k : job->reading_back) {
+          if (k < 0) continue;
+          const Item& item = job->items[static_cast<size_t>(k)];
+          where =
+              "reading tensor '" + item.name + "' back from " + job->devices[item.device]->name();
+          break;
+        }
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
+        ended = Status::Stalled("verify: no progress for " + std::string(seconds) + ": " + where +
+                                " has not returned");
+        break;
+      }
+    }
+  }
+  if (!ended.ok()) {
+    job->Fail(ended);
+    // Devices that can cut their copies short do; the workers then leave.
+    std::vector<bool> busy(job->devices.size(), false);
+    {
+      std::lock_guard<std::mutex> lock(job->mutex);
+      for (int64_t k : job->reading_back) {
+        if (k >= 0) busy[job->items[static_cast<size_t>(k)].device] = true;
+      }
+    }
+    for (size_t d = 0; d < job->devices.size(); ++d) {
+      if (busy[d] && job->devices[d]->CanAbandon()) (void)job->devices[d]->Abandon();
+    }
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->exited_cv.wait_for(lock, kExitGrace, [&] { return job->running == 0; });
+    if (job->running > 0) {
+      // A read-back that never returns may still read its device's memory: that memory stays
+      // allocated, and the stuck workers are left behind holding the job.
+      for (int64_t k : job->reading_back) {
+        if (k < 0) continue;
+        const size_t d = job->items[static_cast<size_t>(k)].device;
+        job->devices[d]->set_free_on_destroy(false);
+        if (d < model.allocations.size()) model.allocations[d] = nullptr;  // leaked on purpose
+      }
+      lock.unlock();
+      for (std::thread& t : pool) t.detach();
+      return Status(ended.code(), ended.message() +
+                                      "; a read-back did not stop: the device memory it reads is "
+                                      "left allocated until the process exits");
+    }
+  }
   for (std::thread& t : pool) t.join();
+  Status error;
+  {
+    std::lock_guard<std::mutex> lock(job->mutex);
+    error = job->error;
+  }
   // A file written to while it was compared explains a mismatch or a failed read better than
   // the device or the disk does.
   if (error.ok() || error.code() == Code::kIoError) {
-    HOIST_RETURN_IF_ERROR(CheckFilesUnchanged(files, "while it was being verified"));
+    HOIST_RETURN_IF_ERROR(CheckFilesUnchanged(job->files, "while it was being verified"));
   }
   if (!error.ok()) return error;
-  return mismatches;
+  return std::move(job->mismatches);
 }
 
 }  // namespace hoist

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/sample_model.h"
@@ -139,6 +140,35 @@ TEST_F(ReliabilityCliTest, SigtermDuringVerifyReadBackEndsItWithin2Seconds) {
   EXPECT_EQ(code, 143) << p.Err();
   EXPECT_LT(s, testing::TimeBound(2));
   EXPECT_NE(p.Err().find("verify: cancelled by signal 15"), std::string::npos) << p.Err();
+}
+
+// A read-back that crawls is a stall: with the read-back at 1 KB/s on one of two devices, the
+// verify ends at the stall timeout with exit 3 naming the tensor and the device (it once ran
+// until killed); and a stop signal ends a verify whose read-back pieces take seconds each.
+TEST_F(ReliabilityCliTest, AStalledOrSignalledMultiDeviceVerifyEndsPromptly) {
+  for (const char* split : {"tensor", "replicate", "layer"}) {
+    testing::HoistProcess p({"verify", model_, "--device", "sim:readback_bandwidth=1KB/s,sim",
+                             "--split", split, "--stall-timeout", "1", "--quiet"});
+    const auto start = std::chrono::steady_clock::now();
+    const int code = p.Wait(testing::TimeBound(1 + 3.0));
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(code, 3) << split << ": " << p.Err();
+    EXPECT_LT(s, testing::TimeBound(1 + 3.0)) << split;
+    EXPECT_NE(p.Err().find("verify: no progress for 1.0 s: reading tensor '"), std::string::npos)
+        << split << ": " << p.Err();
+    EXPECT_NE(p.Err().find("' back from sim has not returned"), std::string::npos) << p.Err();
+  }
+  testing::HoistProcess p(
+      {"verify", model_, "--device", "sim:readback_bandwidth=20KB/s,sim", "--split", "replicate"});
+  ASSERT_TRUE(p.WaitForErr("hoist: verifying", testing::TimeBound(10))) << p.Err();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside a read-back
+  const auto start = std::chrono::steady_clock::now();
+  p.Signal(SIGTERM);
+  const int code = p.Wait(testing::TimeBound(2));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(code, 143) << p.Err();
+  EXPECT_LT(s, testing::TimeBound(2));
 }
 
 // A copy whose modelled time outlasts the stall timeout: the watchdog's exit 3 comes at the

@@ -96,6 +96,34 @@ TEST_F(PlacementTest, SimsSharingAHostSideTogetherTakeAtLeastItsTime) {
   EXPECT_NE(devices[0]->Info().description.find("sharing a host side of"), std::string::npos);
 }
 
+// A read-back that crawls on one device ends the verify at the stall timeout, naming the tensor
+// and the device; the sim cuts its read-back short, so the model is then freed as usual.
+TEST_F(PlacementTest, AStalledReadBackEndsVerifyAndTheModelIsStillFreed) {
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {
+      Device("host"), Device("sim:readback_bandwidth=1KB/s")};
+  {
+    LoadOptions o;
+    o.placement = RoundRobin(2);
+    auto model = Load(dir_, devices, o);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const auto start = std::chrono::steady_clock::now();
+    auto mismatches = Verify(dir_, **model, 4, 10, /*stall_timeout_s=*/0.5);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_FALSE(mismatches.ok());
+    EXPECT_EQ(mismatches.status().code(), Code::kStalled);
+    EXPECT_NE(mismatches.status().message().find("verify: no progress for 0.5 s: reading tensor '"),
+              std::string::npos)
+        << mismatches.status().message();
+    EXPECT_NE(mismatches.status().message().find("' back from sim has not returned"),
+              std::string::npos)
+        << mismatches.status().message();
+    EXPECT_EQ(mismatches.status().message().find("left allocated"), std::string::npos);
+    EXPECT_LT(seconds, testing::TimeBound(0.5 + 2.0));
+  }
+  ExpectNothingAllocated(devices);
+}
+
 TEST_F(PlacementTest, ADeviceThatFailsMidLoadLeavesNothingAllocatedOnAnyDevice) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {
       Device("sim"), Device("sim:fail_copy_after=2MiB"), Device("host")};
