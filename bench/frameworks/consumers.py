@@ -8,7 +8,8 @@ fingerprinted (from_pretrained.py's fingerprint) for a bit-for-bit comparison be
 WHAT: accelerate (load_checkpoint_and_dispatch of the llama checkpoint DIR onto cuda:0, into a
 model built with init_empty_weights), peft (PeftModel.from_pretrained of DIR/peft-adapter onto
 DIR/peft-base on cuda:0), sentence (SentenceTransformer(DIR/sentence, device="cuda:0"), its
-embedding of two sentences fingerprinted too). Prints one JSON line per load.
+embedding of two sentences fingerprinted too). Prints one JSON line per load; from_pretrained.py
+compare compares two fingerprint files.
 """
 import argparse
 import json
@@ -17,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from from_pretrained import compare, fingerprint  # noqa: E402
+from from_pretrained import fingerprint  # noqa: E402
 
 
 def make(directory):
@@ -114,16 +115,11 @@ def main():
     p.add_argument("--mode", choices=["plain", "patch"], required=True)
     p.add_argument("--fingerprint")
     p.add_argument("--tag")
-    p = sub.add_parser("compare")
-    p.add_argument("a")
-    p.add_argument("b")
     args = parser.parse_args()
     if args.command == "make":
         make(args.directory)
-    elif args.command == "load":
-        load(args.what, args.directory, args.mode, args.fingerprint, args.tag)
     else:
-        sys.exit(compare(args.a, args.b))
+        load(args.what, args.directory, args.mode, args.fingerprint, args.tag)
 
 
 if __name__ == "__main__":
