@@ -75,6 +75,9 @@ class CheckedDevice final : public Device {
   // When false (a stalled device that could not promise to stop), the destructor leaves
   // memory allocated rather than free it under a copy that may still run.
   void set_free_on_destroy(bool value) { free_on_destroy_ = value; }
+  // False once a load found copies it could not stop: memory it allocated from this device may
+  // still be written, and is not to be freed.
+  bool free_on_destroy() const { return free_on_destroy_; }
 
  private:
   Status CheckRange(const void* ptr, uint64_t n, const char* what) const;

@@ -51,7 +51,7 @@ DeviceInfo SimDeviceInfo(const SimOptions& options) {
   info.capabilities.async_copies = true;
   info.capabilities.needs_pinned_staging = true;  // it models a DMA engine
   info.capabilities.pageable_copies_can_hang = options.reject_pageable;
-  info.capabilities.can_abandon = true;
+  info.capabilities.can_abandon = options.abandon;
   return info;
 }
 
@@ -180,6 +180,7 @@ class SimDevice final : public Device {
   }
 
   bool Abandon() override {
+    if (!options_.abandon) return false;  // as a GPU whose copy engine hung
     engine_.Abandon();
     return true;
   }
@@ -278,10 +279,10 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
       HOIST_ASSIGN_OR_RETURN(o.host_bandwidth, ParseByteRate(value));
     } else if (key == "peer_bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.peer_bandwidth, ParseByteRate(value));
-    } else if (key == "peers") {
+    } else if (key == "peers" || key == "abandon") {
       if (value != "0" && value != "1")
-        return Status::InvalidArgument("sim option peers takes 0 or 1");
-      o.peers = value == "1";
+        return Status::InvalidArgument("sim option " + key + " takes 0 or 1");
+      (key == "peers" ? o.peers : o.abandon) = value == "1";
     } else if (key == "readback_bandwidth") {
       HOIST_ASSIGN_OR_RETURN(o.readback_bandwidth, ParseByteRate(value));
     } else if (key == "latency_us") {

@@ -38,6 +38,7 @@ struct SimOptions {
   double host_bandwidth = 0;      // bytes per second, shared; 0: unlimited
   double peer_bandwidth = 300e9;  // bytes per second, to another sim
   bool peers = true;              // copies to other sims directly
+  bool abandon = true;            // Abandon() stops its copies (false: a GPU whose engine hung)
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;

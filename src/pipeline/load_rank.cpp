@@ -64,7 +64,9 @@ Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
   HOIST_ASSIGN_OR_RETURN(void* block, device->AllocateDevice(flat_start + chunk * world));
   auto* base = static_cast<unsigned char*>(block);
   auto fail = [&](Status s) {
-    (void)device->FreeDevice(block);
+    // A load that could not stop its copies into the block (a stalled GPU) left it to them:
+    // freeing it could let them write into memory handed out again.
+    if (device->free_on_destroy()) (void)device->FreeDevice(block);
     return s;
   };
   // What this rank reads: its slices, and its chunk of the flat block.

@@ -44,6 +44,9 @@ TEST(SimOptionsTest, ParsesEveryKey) {
   EXPECT_DOUBLE_EQ(o->readback_bandwidth, 1e6);
   EXPECT_EQ(ParseSimOptions("warp=9").status().message(), "unknown sim option 'warp'");
   EXPECT_FALSE(ParseSimOptions("bandwidth").ok());
+  EXPECT_FALSE(ParseSimOptions("abandon=0")->abandon);
+  EXPECT_TRUE(ParseSimOptions("")->abandon);
+  EXPECT_EQ(ParseSimOptions("abandon=2").status().message(), "sim option abandon takes 0 or 1");
   EXPECT_FALSE(ParseSimOptions("reject_pageable=yes").ok());
   // Values whose modelled durations would overflow 64-bit nanoseconds are refused.
   EXPECT_FALSE(ParseSimOptions("bandwidth=0.5").ok());

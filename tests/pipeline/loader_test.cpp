@@ -19,6 +19,7 @@
 #include "format/sample_model.h"
 #include "io/fault_injection_file.h"
 #include "pipeline/load_checks.h"
+#include "plan/tensor_split.h"
 #include "test_util.h"
 
 namespace hoist {
@@ -397,6 +398,31 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
   EXPECT_LT(s, testing::TimeBound(1 + 2.0 + 1.5));
   for (FaultInjectionFile* f : opened) f->Release();  // the stuck read ends, into `memory`
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+// A rank load whose copies cannot be stopped (a GPU whose engine hung: abandon=0) keeps its
+// block: freeing it could let the copies write into memory handed out again. It once freed it
+// regardless. A device that can stop its copies frees the block as before.
+TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
+  auto cut = CutModel(dir_, "replicate", 2, {}, {});
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  const AllGather gather = [](void*, uint64_t) { return Status::Ok(); };
+  for (const bool can_stop : {false, true}) {
+    auto device = Device(std::string("sim:stall_after=1MiB,abandon=") + (can_stop ? "1" : "0"));
+    LoadOptions o;
+    o.stall_timeout_s = 1;
+    o.chunk_bytes = 1 << 20;
+    std::vector<TensorRegion> mine;
+    auto model = LoadRank(dir_, device, *cut, 0, 2, gather, o, &mine);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kStalled);
+    const bool kept =
+        model.status().message().find("must stay allocated until the process") != std::string::npos;
+    EXPECT_EQ(kept, !can_stop) << model.status().message();
+    EXPECT_EQ(device->live_device_allocations(), can_stop ? 0u : 1u);
+    // This test's own clean-up: the sim's hung copies touch no memory.
+    device->set_free_on_destroy(true);
+  }
 }
 
 TEST_F(FaultTest, CancelEndsTheLoadPromptlyAndFreesEverything) {
