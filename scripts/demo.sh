@@ -5,16 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --core
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" --target hoist_cli
+# Its own build tree and sample, so that it neither disturbs the test script's build/ nor
+# picks up some other file that happens to sit where the sample goes.
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-demo -j "$(nproc)" --target hoist_cli
 model=${1:-}
 if [ -z "$model" ]; then
-  model=${TMPDIR:-/tmp}/hoist-sample.gguf
-  [ -f "$model" ] || ./build/hoist make-sample "$model" --size 256MiB --dtypes F16,BF16,Q8_0,Q4_K
+  model=build-demo/hoist-sample.gguf
+  [ -f "$model" ] || ./build-demo/hoist make-sample "$model" --size 256MiB --dtypes F16,BF16,Q8_0,Q4_K
 fi
 summary=$(mktemp)
-./build/hoist inspect "$model" >"$summary"
+./build-demo/hoist inspect "$model" >"$summary"
 head -12 "$summary" && echo "  ..." && tail -7 "$summary"
 rm -f "$summary"
 echo
-./build/hoist verify "$model" --device "${2:-auto}"
+./build-demo/hoist verify "$model" --device "${2:-auto}"
