@@ -70,11 +70,19 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2046
       cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_pkg_config \
         $(PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" pkg-config --cflags --libs hoist)
-      for consumer in build/consumer/load_model build/consumer/load_model_pkg_config; do
+      # And against the shared library, which exports the C API alone.
+      cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_shared \
+        -I build/install/include -L build/install/lib -lhoist -Wl,-rpath,"$PWD/build/install/lib"
+      ldd build/consumer/load_model_shared | grep -q "libhoist.so" \
+        || { echo "load_model_shared is not linked to libhoist.so" >&2; exit 1; }
+      others=$(nm -D --defined-only build/install/lib/libhoist.so | awk '$2 ~ /[TDBRW]/ && $3 !~ /^hoist_/')
+      [ -z "$others" ] || { echo "libhoist.so exports more than the C API:" >&2; echo "$others" | head >&2; exit 1; }
+      for consumer in build/consumer/load_model build/consumer/load_model_pkg_config \
+                      build/consumer/load_model_shared; do
         "$consumer" tests/corpus/gguf/dummy-10-tensors.gguf host | grep -q "xxh3 4722a534a9254fca" \
           || { echo "$consumer did not load the corpus model" >&2; exit 1; }
       done
-      echo "a C-only CMake project and cc with pkg-config build and run examples/load_model.c"
+      echo "a C-only CMake project, cc with pkg-config and cc with libhoist.so build and run examples/load_model.c"
       ;;
     tidy)
       banner "clang-tidy (.clang-tidy, warnings as errors) on src/"
