@@ -259,11 +259,10 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) 
 Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) {
   auto type_or = storage.Type(path);
   if (!type_or.ok()) {
-    const std::string hint = type_or.status().code() == Code::kNotFound
-                                 ? DescribeMissingModel(storage, path)
-                                 : std::string();
+    // A URL or a repo id is no file name on any system; some say "not found", some "invalid".
+    const std::string hint = DescribeMissingModel(storage, path);
     return hint.empty() ? type_or.status()
-                        : Status(Code::kNotFound, type_or.status().message() + "; " + hint);
+                        : Status(type_or.status().code(), type_or.status().message() + "; " + hint);
   }
   const EntryType type = *type_or;
   if (type == EntryType::kDirectory) return OpenDirectory(storage, path);
