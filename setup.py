@@ -2,11 +2,22 @@
 CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake arguments (for
 example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism."""
 import os
+import re
 import subprocess
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+
+def cmake_version():
+    """project(hoist VERSION X.Y.Z) in CMakeLists.txt: the one place hoist's version is written."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "CMakeLists.txt"), encoding="utf-8") as f:
+        found = re.search(r"project\(hoist VERSION (\d+\.\d+\.\d+)", f.read())
+    if found is None:
+        raise RuntimeError("CMakeLists.txt has no project(hoist VERSION X.Y.Z)")
+    return found.group(1)
 
 
 class CMakeExtension(Extension):
@@ -42,5 +53,5 @@ class CMakeBuild(build_ext):
         self.copy_file(os.path.join(build, cli), os.path.join(bin_dir, cli))
 
 
-setup(ext_modules=[CMakeExtension("hoist._native")], cmdclass={"build_ext": CMakeBuild},
+setup(version=cmake_version(), ext_modules=[CMakeExtension("hoist._native")], cmdclass={"build_ext": CMakeBuild},
       options={"build": {"build_base": "build-py"}})

@@ -95,11 +95,41 @@ typedef struct hoist_load_options {
   size_t placement_count;
   const double* split_shares;
   size_t split_share_count;
+  /* Since 0.2, second group: a struct_size that ends above is accepted with these unset.
+   * How several devices share the model: "layer" (NULL, the default), or "tensor" or
+   * "replicate", which load the parts hoist_model_split gives (hoist_loaded_tensor(loaded, i)
+   * is then part i, in hoist_model_split's order). */
+  const char* split;
+  /* With split "tensor" (hoist_load, hoist_model_split, hoist_model_cut_ex, hoist_load_rank):
+   * a JSON plan file of name pattern: cut ("*.q_proj.weight": "rows", "columns", "replicate"
+   * or a device index), tried in order before the built-in rules. NULL: the built-in rules. */
+  const char* split_plan;
 } hoist_load_options;
 
 void hoist_load_options_init(hoist_load_options* options);
 
 hoist_status hoist_model_open(const char* path, hoist_model** out);
+
+/* Where hoist_model_open_ex finds a model. */
+typedef enum hoist_source_kind {
+  HOIST_SOURCE_PATH = 0,  /* path: a file, index, directory of shards or first GGUF split */
+  HOIST_SOURCE_MEMORY = 1 /* bytes, size: one safetensors or GGUF file in the caller's memory,
+                             which must stay unchanged and allocated until hoist_model_close;
+                             path (optional) names it in messages */
+} hoist_source_kind;
+
+typedef struct hoist_model_source {
+  uint32_t struct_size; /* set by hoist_model_source_init */
+  hoist_source_kind kind;
+  const char* path;
+  const void* bytes;
+  uint64_t size;
+} hoist_model_source;
+
+void hoist_model_source_init(hoist_model_source* source);
+/* hoist_model_open for any source. A model in memory loads and verifies as a file would
+ * (without direct I/O, which it has no use for). */
+hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model** out);
 void hoist_model_close(hoist_model* model);
 const char* hoist_model_format(const hoist_model* model); /* "gguf", "safetensors" */
 const char* hoist_model_metadata_json(
@@ -164,6 +194,11 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
 hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
                              const double* shares, size_t share_count, hoist_part* parts,
                              size_t capacity, size_t* count);
+/* hoist_model_cut with the options' split_shares and split_plan (the rest of the options is
+ * not used). */
+hoist_status hoist_model_cut_ex(const hoist_model* model, const hoist_load_options* options,
+                                const char* split, uint32_t devices, hoist_part* parts,
+                                size_t capacity, size_t* count);
 /* Loads parts onto the options' devices in one load: parts that cover the same rows of a tensor
  * (its columns cut among devices, or the whole tensor on each) are read once for all of them,
  * and whole tensors on several GPUs that reach each other go 1/N over each host link and on
@@ -186,6 +221,10 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
                              const char* split, uint32_t rank, uint32_t world,
                              hoist_all_gather_fn all_gather, void* user, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
+/* For a load of parts (hoist_load_parts, hoist_load_rank, hoist_load with split "tensor" or
+ * "replicate"): what part `index` is (its destination: where it was loaded).
+ * HOIST_INVALID_ARGUMENT for a load of whole tensors or an index out of range. */
+hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_part* out);
 /* The index, in the options' device list, of the device that holds tensor `index`; -1 if it
  * was not loaded. */
 int hoist_loaded_tensor_device(const hoist_loaded* loaded, size_t index);
@@ -202,6 +241,8 @@ void hoist_release_cached_memory(void);
 
 const char* hoist_last_error(void);
 const char* hoist_status_name(hoist_status status);
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char* hoist_version(void);
 
 #ifdef __cplusplus
 }

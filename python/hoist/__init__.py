@@ -22,7 +22,7 @@ from ._progress import ProgressBar
 __all__ = ["open", "load_file", "placement", "iter_tensors", "release_cached_memory", "Model", "TensorInfo", "HoistError", "InvalidModelError",
            "StalledError", "DeviceError", "CancelledError", "NotFoundError", "TensorNotFoundError",
            "UnavailableError", "ModelChangedError"]
-__version__ = "0.1.0"
+__version__ = _native.version  # CMakeLists.txt's project(VERSION), through hoist_version()
 
 # The one dtype table: per storage dtype code (safetensors' spelling; GGUF's F32/F16/BF16/F64/
 # I8..I64 share it), torch's dtype by attribute name (a torch that lacks one cannot load that
@@ -59,7 +59,20 @@ class Model:
 
     def __init__(self, path):
         self.path = _os.fspath(path)
-        self._native = _native.Model(self.path)
+        self._adopt(_native.Model(self.path))
+
+    @classmethod
+    def from_bytes(cls, data, name="<memory>"):
+        """A model over the bytes of one safetensors or GGUF file (bytes, bytearray, memoryview
+        or any buffer), read in place with the same checks as a file: `data` must not change
+        while the model is used. `name` stands for the file in messages."""
+        model = cls.__new__(cls)
+        model.path = name
+        model._adopt(_native.Model.from_bytes(data, name))
+        return model
+
+    def _adopt(self, native):
+        self._native = native
         self.format = self._native.format
         self.tensors = {t[0]: TensorInfo(t[0], t[1], tuple(t[2]), t[3], t[4], t[5])
                         for t in self._native.tensors()}
@@ -274,7 +287,7 @@ def fill(model, destinations, device, progress=None, placement=None, keep=None, 
 
 
 def load_file(path, device="cpu", names=None, progress=None, split="layer", tensor_split=None,
-              process_group=None, **options):
+              process_group=None, split_plan=None, **options):
     """Loads a model's tensors: {name: torch.Tensor} (numpy arrays without torch) on `device`,
     with the keys, dtypes, shapes and values `safetensors.torch.load_file` gives. Block-
     quantized GGUF tensors come back as uint8 [rows, bytes_per_row].
@@ -288,7 +301,9 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     whole on each), in proportion to tensor_split (default equal); split="replicate" puts every
     tensor on every device, each file byte read once. Both return one {name: tensor} per
     device, in the order given, each holding that device's part of every tensor (rows or
-    columns of the weight, as narrow() would give them).
+    columns of the weight, as narrow() would give them). split_plan (split="tensor"): the path
+    of a JSON plan file of name pattern: cut ("*.q_proj.weight": "rows", "columns", "replicate"
+    or a device index), tried in order before the built-in rules, as `hoist load --split-plan`.
 
     process_group (a torch.distributed group; rank mode, in a job that runs one process per
     device, torchrun's): this rank's part of split="tensor" (or every tensor, "replicate") on
@@ -313,13 +328,14 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     placement = None
     if process_group is not None:
         return _load_rank(model, device, wanted, split, tensor_split, process_group, progress,
-                          options)
+                          options, _plan_path(split_plan))
     if isinstance(device, (list, tuple)) and split in ("tensor", "replicate"):
-        return _load_parts(model, device, wanted, split, tensor_split, progress, options)
+        return _load_parts(model, device, wanted, split, tensor_split, progress, options,
+                           _plan_path(split_plan))
     if isinstance(device, (list, tuple)):
         names_and_devices = [hoist_device(d) for d in device]
         hoist_name = ",".join(n for n, _ in names_and_devices)
-        placement = _place(model, hoist_name, split, tensor_split)
+        placement = _place(model, hoist_name, split, tensor_split, _plan_path(split_plan))
         torch_devices = [d for _, d in names_and_devices]
         device_of = {name: torch_devices[placement[model._indices[name]]] for name in wanted}
         torch_device = torch_devices[0]
@@ -375,14 +391,22 @@ def _part_shape(model, name, part):
     return (rows, shape[-1])
 
 
-def _load_parts(model, devices, wanted, split, tensor_split, progress, options):
+def _plan_path(split_plan):
+    """A plan file's path as the native calls take it ("" for none)."""
+    if split_plan is None:
+        return ""
+    return _os.fspath(split_plan)
+
+
+def _load_parts(model, devices, wanted, split, tensor_split, progress, options, split_plan):
     names_and_devices = [hoist_device(d) for d in devices]
     hoist_name = ",".join(n for n, _ in names_and_devices)
     torch_devices = [d for _, d in names_and_devices]
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     names = list(model.tensors)
     keep = set(wanted)
-    parts = [p for p in model._native.split(hoist_name, split, shares) if names[p[0]] in keep]
+    parts = [p for p in model._native.split(hoist_name, split, shares, split_plan)
+             if names[p[0]] in keep]
     torch = _torch()
     out = [{} for _ in devices]
     addresses = []
@@ -449,7 +473,7 @@ def _new_tensor(model, name, shape, device):
                           "device error") from e
 
 
-def _load_rank(model, device, wanted, split, tensor_split, group, progress, options):
+def _load_rank(model, device, wanted, split, tensor_split, group, progress, options, split_plan):
     """Rank mode: this rank's slices and its 1/N of the whole tensors, loaded in one load; the
     whole tensors then all-gathered through the group from one flat buffer."""
     torch = _torch()
@@ -472,7 +496,8 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     names = list(model.tensors)
     keep = set(wanted)
-    parts = [p for p in model._native.cut(split, world, shares) if names[p[0]] in keep]
+    parts = [p for p in model._native.cut(split, world, shares, split_plan)
+             if names[p[0]] in keep]
     pieces = {}
     for p in parts:
         pieces.setdefault(p[0], []).append(p)
@@ -550,28 +575,28 @@ def _wait_for_peers(work, rank, world, stall_timeout):
     work.wait()
 
 
-def _place(model, hoist_names, split, tensor_split):
+def _place(model, hoist_names, split, tensor_split, split_plan):
     if split != "layer":
         raise HoistError(f"split {split!r} gives no placement: layer, tensor or replicate",
                          "invalid argument")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
-    return model._native.place(hoist_names, shares)
+    return model._native.place(hoist_names, shares, split_plan)
 
 
-def placement(path, devices, split="layer", tensor_split=None):
-    """Where load_file(path, device=devices, split=..., tensor_split=...) would put each tensor;
-    nothing is allocated. split="layer": {name: device}; "tensor" or "replicate": {name:
-    [device, ...]}, the devices that get a part of it, in order."""
+def placement(path, devices, split="layer", tensor_split=None, split_plan=None):
+    """Where load_file(path, device=devices, split=..., tensor_split=..., split_plan=...) would
+    put each tensor; nothing is allocated. split="layer": {name: device}; "tensor" or
+    "replicate": {name: [device, ...]}, the devices that get a part of it, in order."""
     model = path if isinstance(path, Model) else Model(path)
     names = [hoist_device(d)[0] for d in devices]
     if split in ("tensor", "replicate"):
         shares = [] if tensor_split is None else [float(s) for s in tensor_split]
         tensors = list(model.tensors)
         out = {name: [] for name in tensors}
-        for part in model._native.split(",".join(names), split, shares):
+        for part in model._native.split(",".join(names), split, shares, _plan_path(split_plan)):
             out[tensors[part[0]]].append(devices[part[6]])
         return out
-    device_of = _place(model, ",".join(names), split, tensor_split)
+    device_of = _place(model, ",".join(names), split, tensor_split, _plan_path(split_plan))
     return {name: devices[device_of[i]] for i, name in enumerate(model.tensors)}
 
 

@@ -44,20 +44,23 @@ class ModelChangedError(HoistError):
     two versions of it. Open the model again."""
 
 
-_BY_STATUS = {
-    "model changed": ModelChangedError,
-    "unavailable": UnavailableError,
-    "invalid model": InvalidModelError,
-    "stalled": StalledError,
-    "device error": DeviceError,
-    "cancelled": CancelledError,
-    "not found": FileNotFoundError,
+# By the C API's status (include/hoist/hoist.h's hoist_status values, a stable ABI): the native
+# module passes the integer, never text to be matched.
+_BY_CODE = {
+    2: InvalidModelError,   # HOIST_INVALID_MODEL
+    3: StalledError,        # HOIST_STALLED
+    4: DeviceError,         # HOIST_DEVICE_ERROR
+    6: CancelledError,      # HOIST_CANCELLED
+    8: FileNotFoundError,   # HOIST_NOT_FOUND
+    10: UnavailableError,   # HOIST_UNAVAILABLE
+    11: ModelChangedError,  # HOIST_FILE_CHANGED
 }
 
 
-def make_error(message, status):
-    """The exception for a native status: FileNotFoundError for "not found", else a HoistError."""
-    kind = _BY_STATUS.get(status, HoistError)
+def make_error(message, code, status):
+    """The exception for native status `code` (named `status`): NotFoundError (a
+    FileNotFoundError) for HOIST_NOT_FOUND, the HoistError subclass of its kind, else HoistError."""
+    kind = _BY_CODE.get(code, HoistError)
     if kind is FileNotFoundError:
         return NotFoundError(message, status)
     return kind(message, status)

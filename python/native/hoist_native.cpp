@@ -25,13 +25,14 @@ namespace py = pybind11;
 
 namespace {
 
-// hoist._errors.make_error(message, status_name) → an instance of HoistError or a subclass.
+// hoist._errors.make_error(message, status, status_name) → an instance of HoistError or a
+// subclass, chosen by the status's integer.
 PyObject* g_make_error = nullptr;
 
 [[noreturn]] void Raise(hoist_status status) {
   py::object make_error = py::reinterpret_borrow<py::object>(g_make_error);
-  py::object error =
-      make_error(std::string(hoist_last_error()), std::string(hoist_status_name(status)));
+  py::object error = make_error(std::string(hoist_last_error()), static_cast<int>(status),
+                                std::string(hoist_status_name(status)));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();
 }
@@ -204,7 +205,8 @@ class Stream {
     }
     if (status_ != HOIST_OK) {
       py::object make_error = py::reinterpret_borrow<py::object>(g_make_error);
-      py::object error = make_error(error_, std::string(hoist_status_name(status_)));
+      py::object error =
+          make_error(error_, static_cast<int>(status_), std::string(hoist_status_name(status_)));
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
       throw py::error_already_set();
     }
@@ -274,20 +276,34 @@ class Stream {
 class Model {
  public:
   explicit Model(const std::string& path) {
-    hoist_model* raw = nullptr;
-    hoist_status status = HOIST_OK;
-    {
-      py::gil_scoped_release release;
-      status = hoist_model_open(path.c_str(), &raw);
-    }
-    if (status != HOIST_OK) Raise(status);
-    model_.reset(raw, ModelDeleter());
+    hoist_model_source source;
+    hoist_model_source_init(&source);
+    source.kind = HOIST_SOURCE_PATH;
+    source.path = path.c_str();
+    Open(source);
+  }
+
+  // A model over the bytes of one safetensors or GGUF file (any object with the buffer
+  // protocol), read in place: the model holds `data`, which must not change while it is used.
+  static std::unique_ptr<Model> FromBytes(const py::buffer& data, const std::string& name) {
+    auto model = std::unique_ptr<Model>(new Model());
+    model->held_ = data;
+    const py::buffer_info info = data.request();
+    hoist_model_source source;
+    hoist_model_source_init(&source);
+    source.kind = HOIST_SOURCE_MEMORY;
+    source.path = name.c_str();
+    source.bytes = info.ptr;
+    source.size = static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize);
+    model->Open(source);
+    return model;
   }
 
   // Where a load onto `devices` (joined by commas) would put each tensor: an index into them
   // per tensor, by layers in proportion to shares (empty: free memory).
-  std::vector<uint32_t> Place(const std::string& devices, const std::vector<double>& shares) {
-    const hoist_load_options options = PlacementOptions(devices, shares);
+  std::vector<uint32_t> Place(const std::string& devices, const std::vector<double>& shares,
+                              const std::string& split_plan) {
+    const hoist_load_options options = PlacementOptions(devices, shares, split_plan);
     std::vector<uint32_t> device_of(hoist_model_tensor_count(model_.get()));
     hoist_status status = HOIST_OK;
     {
@@ -303,8 +319,8 @@ class Model {
   // device index) per part.
   using PartTuple = std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
   std::vector<PartTuple> Split(const std::string& devices, const std::string& split,
-                               const std::vector<double>& shares) {
-    const hoist_load_options options = PlacementOptions(devices, shares);
+                               const std::vector<double>& shares, const std::string& split_plan) {
+    const hoist_load_options options = PlacementOptions(devices, shares, split_plan);
     return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
       return hoist_model_split(model_.get(), &options, split.c_str(), parts, capacity, count);
     });
@@ -312,10 +328,12 @@ class Model {
 
   // The parts `split` gives `devices` devices, without opening any (a rank's share of a job).
   std::vector<PartTuple> Cut(const std::string& split, uint32_t devices,
-                             const std::vector<double>& shares) {
+                             const std::vector<double>& shares, const std::string& split_plan) {
+    static const std::string kNoDevice = "auto";  // a cut opens none
+    const hoist_load_options options = PlacementOptions(kNoDevice, shares, split_plan);
     return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
-      return hoist_model_cut(model_.get(), split.c_str(), devices, shares.data(), shares.size(),
-                             parts, capacity, count);
+      return hoist_model_cut_ex(model_.get(), &options, split.c_str(), devices, parts, capacity,
+                                count);
     });
   }
 
@@ -430,12 +448,15 @@ class Model {
   }
 
  private:
-  // Options naming `devices` (joined by commas) and their shares; both must outlive them.
+  // Options naming `devices` (joined by commas), their shares and a tensor split's plan file
+  // (empty: none); all three must outlive them.
   static hoist_load_options PlacementOptions(const std::string& devices,
-                                             const std::vector<double>& shares) {
+                                             const std::vector<double>& shares,
+                                             const std::string& split_plan) {
     hoist_load_options options;
     hoist_load_options_init(&options);
     options.device = devices.c_str();
+    if (!split_plan.empty()) options.split_plan = split_plan.c_str();
     if (!shares.empty()) {
       options.split_shares = shares.data();
       options.split_share_count = shares.size();
@@ -468,6 +489,28 @@ class Model {
     return out;
   }
 
+  Model() = default;
+
+  void Open(const hoist_model_source& source) {
+    hoist_model* raw = nullptr;
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release release;
+      status = hoist_model_open_ex(&source, &raw);
+    }
+    if (status != HOIST_OK) Raise(status);
+    // The bytes (for a model in memory) live as long as the last user of the model: a stream
+    // holds model_ too.
+    model_.reset(raw, [held = held_](hoist_model* m) mutable {
+      hoist_model_close(m);
+      if (held) {
+        py::gil_scoped_acquire gil;
+        held = py::object();
+      }
+    });
+  }
+
+  py::object held_;  // the buffer a model in memory reads, or None
   std::shared_ptr<hoist_model> model_;
 };
 
@@ -480,6 +523,7 @@ PYBIND11_MODULE(_native, m) {
   Py_INCREF(g_make_error);  // held for the life of the process
   py::class_<Model>(m, "Model")
       .def(py::init<const std::string&>(), py::arg("path"))
+      .def_static("from_bytes", &Model::FromBytes, py::arg("data"), py::arg("name"))
       .def_property_readonly("format", &Model::format)
       .def_property_readonly("metadata_json", &Model::metadata_json)
       .def("tensors", &Model::tensors)
@@ -488,9 +532,12 @@ PYBIND11_MODULE(_native, m) {
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
            py::arg("checksum") = false, py::arg("direct_io") = false,
            py::arg("placement") = std::vector<uint32_t>{})
-      .def("place", &Model::Place, py::arg("devices"), py::arg("shares"))
-      .def("split", &Model::Split, py::arg("devices"), py::arg("split"), py::arg("shares"))
-      .def("cut", &Model::Cut, py::arg("split"), py::arg("devices"), py::arg("shares"))
+      .def("place", &Model::Place, py::arg("devices"), py::arg("shares"),
+           py::arg("split_plan") = "")
+      .def("split", &Model::Split, py::arg("devices"), py::arg("split"), py::arg("shares"),
+           py::arg("split_plan") = "")
+      .def("cut", &Model::Cut, py::arg("split"), py::arg("devices"), py::arg("shares"),
+           py::arg("split_plan") = "")
       .def("load_parts", &Model::LoadParts, py::arg("parts"), py::arg("devices"),
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
@@ -506,6 +553,7 @@ PYBIND11_MODULE(_native, m) {
       .def("next", &Stream::Next)
       .def("close", &Stream::Close)
       .def_property_readonly("report", &Stream::report);
+  m.attr("version") = hoist_version();
   m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");

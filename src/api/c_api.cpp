@@ -1,4 +1,5 @@
-// The C API (include/hoist/hoist.h) over the core. Statuses become codes here and messages go
+// The C API (include/hoist/hoist.h) over the façade (api/request.h): this file only translates
+// the C spelling of a request. Statuses become codes here (base/status.h's rows) and messages go
 // to a thread-local slot; nothing throws across this boundary.
 #include <algorithm>
 #include <cstddef>
@@ -6,16 +7,15 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "base/platform.h"
-#include "device/checked_device.h"
+#include "api/request.h"
+#include "base/build_info.h"
 #include "format/directory_json.h"
-#include "format/model.h"
 #include "hoist/hoist.h"
-#include "pipeline/device_placement.h"
-#include "pipeline/loader.h"
 #include "pipeline/report_json.h"
 
 struct hoist_model {
@@ -24,12 +24,9 @@ struct hoist_model {
 };
 
 struct hoist_loaded {
-  hoist_model* model = nullptr;
-  std::unique_ptr<hoist::LoadedModel> loaded;
+  explicit hoist_loaded(hoist::CompletedLoad l) : loaded(std::move(l)) {}
+  hoist::CompletedLoad loaded;
   std::string report_json;
-  bool regions = false;  // its tensors are regions (hoist_load_regions), not the model's
-  // For hoist_load_parts: the directory whose tensor i is part i (what verify compares).
-  std::unique_ptr<hoist::TensorDirectory> parts;
 };
 
 namespace {
@@ -41,33 +38,7 @@ constexpr size_t kLoadOptionsV1Size = offsetof(hoist_load_options, tensor_loaded
 
 hoist_status Fail(const hoist::Status& status) {
   g_last_error = status.message();
-  switch (status.code()) {
-    case hoist::Code::kOk:
-      return HOIST_OK;
-    case hoist::Code::kInvalidModel:
-      return HOIST_INVALID_MODEL;
-    case hoist::Code::kIoError:
-      return HOIST_IO_ERROR;
-    case hoist::Code::kNotFound:
-      return HOIST_NOT_FOUND;
-    case hoist::Code::kInvalidArgument:
-      return HOIST_INVALID_ARGUMENT;
-    case hoist::Code::kStalled:
-      return HOIST_STALLED;
-    case hoist::Code::kDeviceError:
-      return HOIST_DEVICE_ERROR;
-    case hoist::Code::kVerifyMismatch:
-      return HOIST_VERIFY_MISMATCH;
-    case hoist::Code::kCancelled:
-      return HOIST_CANCELLED;
-    case hoist::Code::kUnavailable:
-      return HOIST_UNAVAILABLE;
-    case hoist::Code::kFileChanged:
-      return HOIST_FILE_CHANGED;
-    case hoist::Code::kInternal:
-      return HOIST_ERROR;
-  }
-  return HOIST_ERROR;
+  return static_cast<hoist_status>(hoist::RowOf(status.code()).c_status);
 }
 
 hoist_status Invalid(const char* what) { return Fail(hoist::Status::InvalidArgument(what)); }
@@ -95,129 +66,102 @@ hoist_tensor_info Info(const hoist::TensorEntry& t) {
 
 // The fields a caller's struct_size covers; the rest keep their defaults (a caller built
 // against an older header passes a smaller struct).
-hoist_status CopyOptions(const hoist_load_options* options, hoist_load_options* o) {
+hoist::Status CopyOptions(const hoist_load_options* options, hoist_load_options* o) {
   hoist_load_options_init(o);
-  if (options == nullptr) return HOIST_OK;
+  if (options == nullptr) return hoist::Status::Ok();
   if (options->struct_size < kLoadOptionsV1Size) {
-    return Invalid("hoist_load_options.struct_size is too small: call hoist_load_options_init");
+    return hoist::Status::InvalidArgument(
+        "hoist_load_options.struct_size is too small: call hoist_load_options_init");
   }
   std::memcpy(o, options, std::min<size_t>(options->struct_size, sizeof *o));
-  return HOIST_OK;
+  return hoist::Status::Ok();
 }
 
-// The options' placement checked, or the layer split across several devices.
-hoist::Result<std::vector<uint32_t>> Placement(
-    const hoist::TensorDirectory& dir, const hoist_load_options& o,
-    const std::vector<std::shared_ptr<hoist::CheckedDevice>>& devices) {
-  if ((o.placement == nullptr) != (o.placement_count == 0)) {
-    return hoist::Status::InvalidArgument("placement and placement_count go together");
+template <typename T>
+hoist::Result<std::vector<T>> Array(const T* items, size_t count, const char* what) {
+  if (items == nullptr && count != 0) {
+    return hoist::Status::InvalidArgument(std::string(what) + " is NULL but its count is not 0");
   }
-  if ((o.split_shares == nullptr) != (o.split_share_count == 0)) {
-    return hoist::Status::InvalidArgument("split_shares and split_share_count go together");
-  }
-  if (o.placement != nullptr) {
-    if (o.placement_count != dir.tensors.size()) {
-      return hoist::Status::InvalidArgument("placement_count is " +
-                                            std::to_string(o.placement_count) + "; the model has " +
-                                            std::to_string(dir.tensors.size()) + " tensors");
+  return std::vector<T>(items, items + count);
+}
+
+// The settings and callbacks of a request. The callbacks hold copies of what they call: a
+// reader left behind by a stuck read may outlive the call.
+hoist::Status ToLoadOptions(const hoist_load_options& o, hoist::LoadOptions* lo) {
+  lo->threads = o.threads;
+  lo->chunk_bytes = o.chunk_bytes;
+  lo->staging_bytes = o.staging_bytes;
+  if (o.stall_timeout_s != 0) lo->stall_timeout_s = o.stall_timeout_s;  // NaN, < 0: refused
+  lo->checksum = o.checksum != 0;
+  lo->io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
+  HOIST_ASSIGN_OR_RETURN(const std::vector<const char*> names,
+                         Array(o.names, o.name_count, "names"));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == nullptr) {
+      return hoist::Status::InvalidArgument("names[" + std::to_string(i) + "] is NULL");
     }
-    return std::vector<uint32_t>(o.placement, o.placement + o.placement_count);
+    lo->names.emplace_back(names[i]);
   }
-  std::vector<double> shares;
-  if (o.split_shares != nullptr)
-    shares.assign(o.split_shares, o.split_shares + o.split_share_count);
-  return hoist::PlaceByLayer(dir, devices, shares,
-                             "give it a smaller share (hoist_load_options.split_shares)");
-}
-
-// The options every load takes (checked by the caller with CheckLoadOptions). The callbacks
-// hold copies of what they call: a reader left behind by a stuck read may outlive the call.
-hoist::LoadOptions CommonLoadOptions(const hoist_load_options& o) {
-  hoist::LoadOptions lo;
-  lo.threads = o.threads;
-  lo.chunk_bytes = o.chunk_bytes;
-  lo.staging_bytes = o.staging_bytes;
-  if (o.stall_timeout_s != 0) lo.stall_timeout_s = o.stall_timeout_s;  // NaN, < 0: refused
-  lo.checksum = o.checksum != 0;
-  lo.io = o.direct_io != 0 ? hoist::IoMode::kDirect : hoist::IoMode::kBuffered;
   if (o.progress != nullptr) {
-    lo.progress = [fn = o.progress, user = o.progress_user](const hoist::LoadProgress& p) {
+    lo->progress = [fn = o.progress, user = o.progress_user](const hoist::LoadProgress& p) {
       return fn(user, p.copied_bytes, p.total_bytes) == 0;
     };
   }
-  return lo;
-}
-
-// regions: a load of regions (hoist_load_regions, one device) or of parts (hoist_load_parts,
-// `parts` set) when not null.
-hoist_status LoadImpl(hoist_model* model, const hoist_load_options* options,
-                      hoist_destination_fn destination, void* user, hoist_loaded** out,
-                      const std::vector<hoist::TensorRegion>* regions = nullptr,
-                      bool parts = false) {
-  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
-  hoist_load_options o;
-  if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
-  auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
-  if (!devices.ok()) return Fail(devices.status());
-  hoist::LoadOptions lo = CommonLoadOptions(o);
-  if (o.names == nullptr && o.name_count != 0)
-    return Invalid("names is NULL but name_count is not 0");
-  for (size_t i = 0; o.names != nullptr && i < o.name_count; ++i) {
-    if (o.names[i] == nullptr) {
-      return Fail(hoist::Status::InvalidArgument("names[" + std::to_string(i) + "] is NULL"));
-    }
-    lo.names.emplace_back(o.names[i]);
-  }
-  if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
   if (o.tensor_loaded != nullptr) {
-    lo.tensor_loaded = [fn = o.tensor_loaded, user = o.tensor_loaded_user](size_t index) {
+    lo->tensor_loaded = [fn = o.tensor_loaded, user = o.tensor_loaded_user](size_t index) {
       fn(user, index);
     };
   }
-  if (o.destinations_when_needed != 0 && destination == nullptr) {
-    return Invalid("destinations_when_needed is for hoist_load_into");
+  lo->destinations_when_needed = o.destinations_when_needed != 0;
+  return hoist::Status::Ok();
+}
+
+// The request the options spell; the façade checks it.
+hoist::Result<hoist::LoadRequest> ToRequest(const hoist_load_options* options) {
+  hoist_load_options o;
+  HOIST_RETURN_IF_ERROR(CopyOptions(options, &o));
+  hoist::LoadRequest request;
+  request.device = o.device != nullptr ? o.device : "auto";
+  if (o.split != nullptr && *o.split != '\0') {
+    HOIST_ASSIGN_OR_RETURN(request.split, hoist::ParseSplit(o.split, "split"));
   }
-  lo.destinations_when_needed = o.destinations_when_needed != 0;
-  if (destination != nullptr) {
-    lo.destination = [destination, user](size_t index,
-                                         const hoist::TensorEntry& t) -> hoist::Result<void*> {
-      const hoist_tensor_info info = Info(t);
-      void* p = destination(user, index, &info);
-      if (p == nullptr && t.nbytes > 0) {
-        return hoist::Status::InvalidArgument(
-            "the destination callback gave no pointer for tensor '" + t.name + "'");
-      }
-      return p;
-    };
-  }
-  if (regions != nullptr && !parts && devices->size() != 1) {
-    return Invalid("a load of regions goes to one device");
-  }
-  if (regions != nullptr && (o.placement != nullptr || lo.destinations_when_needed)) {
-    return Invalid("a load of regions or parts takes no placement or destinations_when_needed");
-  }
-  auto result = std::make_unique<hoist_loaded>();
-  if (parts) {
-    auto dir = hoist::RegionDirectory(model->dir, *regions);
-    if (!dir.ok()) return Fail(dir.status());
-    result->parts = std::make_unique<hoist::TensorDirectory>(std::move(dir).value());
-  }
-  hoist::Result<std::unique_ptr<hoist::LoadedModel>> loaded = hoist::Status::Internal("no load");
-  if (regions != nullptr) {
-    loaded = hoist::LoadRegions(model->dir, *devices, *regions, lo);
-  } else {
-    auto placement = Placement(model->dir, o, *devices);
-    if (!placement.ok()) return Fail(placement.status());
-    lo.placement = std::move(placement).value();
-    loaded = hoist::Load(model->dir, *devices, lo);
-  }
+  if (o.split_plan != nullptr) request.split_plan = o.split_plan;
+  HOIST_ASSIGN_OR_RETURN(request.shares,
+                         Array(o.split_shares, o.split_share_count, "split_shares"));
+  HOIST_ASSIGN_OR_RETURN(request.placement, Array(o.placement, o.placement_count, "placement"));
+  HOIST_RETURN_IF_ERROR(ToLoadOptions(o, &request.options));
+  return request;
+}
+
+hoist_status Finish(hoist::Result<hoist::CompletedLoad> loaded, hoist_loaded** out) {
   if (!loaded.ok()) return Fail(loaded.status());
-  result->model = model;
-  result->regions = regions != nullptr && !parts;
-  result->loaded = std::move(loaded).value();
-  result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
+  auto result = std::make_unique<hoist_loaded>(std::move(loaded).value());
+  result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded.model().report));
   *out = result.release();
   return HOIST_OK;
+}
+
+// One load through the façade; `adjust` adds what the entry point itself carries (destinations,
+// parts) to the request the options spell.
+template <typename Adjust>
+hoist_status LoadWith(hoist_model* model, const hoist_load_options* options, hoist_loaded** out,
+                      Adjust&& adjust) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  auto request = ToRequest(options);
+  if (!request.ok()) return Fail(request.status());
+  adjust(*request);
+  return Finish(hoist::Load(model->dir, *request), out);
+}
+
+hoist::Result<std::vector<hoist::TensorRegion>> ToRegions(const hoist_part* parts, size_t count) {
+  HOIST_ASSIGN_OR_RETURN(const std::vector<hoist_part> given, Array(parts, count, "parts"));
+  std::vector<hoist::TensorRegion> regions;
+  regions.reserve(given.size());
+  for (const hoist_part& p : given) {
+    regions.push_back({p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
+                       p.destination, p.device});
+  }
+  return regions;
 }
 
 // Up to `capacity` of the regions as parts; *count: how many there are.
@@ -231,6 +175,16 @@ void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* par
   }
 }
 
+hoist_status OpenModel(const hoist::ModelSource& source, hoist_model** out) {
+  auto dir = hoist::OpenModel(source);
+  if (!dir.ok()) return Fail(dir.status());
+  auto model = std::make_unique<hoist_model>();
+  model->dir = std::move(dir).value();
+  model->metadata_json = hoist::DumpJson(hoist::DirectoryToJson(model->dir)["metadata"]);
+  *out = model.release();
+  return HOIST_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -242,17 +196,39 @@ void hoist_load_options_init(hoist_load_options* options) {
   options->device = "auto";
 }
 
+void hoist_model_source_init(hoist_model_source* source) {
+  if (source == nullptr) return;
+  std::memset(source, 0, sizeof *source);
+  source->struct_size = sizeof *source;
+}
+
 hoist_status hoist_model_open(const char* path, hoist_model** out) {
   if (path == nullptr || out == nullptr) return Invalid("path and out must not be NULL");
+  return Guarded([&] { return OpenModel({path, nullptr, std::nullopt}, out); });
+}
+
+hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model** out) {
+  if (source == nullptr || out == nullptr) return Invalid("source and out must not be NULL");
+  if (source->struct_size < sizeof *source) {
+    return Invalid("hoist_model_source.struct_size is too small: call hoist_model_source_init");
+  }
   return Guarded([&] {
-    auto dir = hoist::ReadModelDirectory(path);
-    if (!dir.ok()) return Fail(dir.status());
-    auto model = std::make_unique<hoist_model>();
-    model->dir = std::move(dir).value();
-    model->dir.IndexNames();
-    model->metadata_json = hoist::DumpJson(hoist::DirectoryToJson(model->dir)["metadata"]);
-    *out = model.release();
-    return HOIST_OK;
+    switch (source->kind) {
+      case HOIST_SOURCE_PATH:
+        if (source->path == nullptr) return Invalid("a path source needs a path");
+        return OpenModel({source->path, nullptr, std::nullopt}, out);
+      case HOIST_SOURCE_MEMORY: {
+        if (source->bytes == nullptr && source->size != 0) {
+          return Invalid("a memory source's bytes are NULL but its size is not 0");
+        }
+        // The caller keeps the bytes until hoist_model_close: no owner, no copy.
+        const hoist::SharedBytes bytes{nullptr, static_cast<const unsigned char*>(source->bytes),
+                                       static_cast<size_t>(source->size)};
+        return OpenModel({source->path != nullptr ? source->path : "<memory>", nullptr, bytes},
+                         out);
+      }
+    }
+    return Invalid("hoist_model_source.kind is not a hoist_source_kind");
   });
 }
 
@@ -289,13 +265,26 @@ hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t
 }
 
 hoist_status hoist_load(hoist_model* model, const hoist_load_options* options, hoist_loaded** out) {
-  return Guarded([&] { return LoadImpl(model, options, nullptr, nullptr, out); });
+  return Guarded([&] { return LoadWith(model, options, out, [](hoist::LoadRequest&) {}); });
 }
 
 hoist_status hoist_load_into(hoist_model* model, const hoist_load_options* options,
                              hoist_destination_fn destination, void* user, hoist_loaded** out) {
   if (destination == nullptr) return Invalid("destination must not be NULL");
-  return Guarded([&] { return LoadImpl(model, options, destination, user, out); });
+  return Guarded([&] {
+    return LoadWith(model, options, out, [&](hoist::LoadRequest& request) {
+      request.options.destination =
+          [destination, user](size_t index, const hoist::TensorEntry& t) -> hoist::Result<void*> {
+        const hoist_tensor_info info = Info(t);
+        void* p = destination(user, index, &info);
+        if (p == nullptr && t.nbytes > 0) {
+          return hoist::Status::InvalidArgument(
+              "the destination callback gave no pointer for tensor '" + t.name + "'");
+        }
+        return p;
+      };
+    });
+  });
 }
 
 hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
@@ -312,7 +301,20 @@ hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* op
       parts.push_back({r.tensor, r.row_bytes, r.row_begin, r.row_end, r.column_begin, r.column_end,
                        r.destination});
     }
-    return LoadImpl(model, options, nullptr, nullptr, out, &parts);
+    return LoadWith(model, options, out, [&](hoist::LoadRequest& request) {
+      request.parts = std::move(parts);
+      request.parts_on_one_device = true;
+    });
+  });
+}
+
+hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
+                              const hoist_part* parts, size_t count, hoist_loaded** out) {
+  return Guarded([&] {
+    auto regions = ToRegions(parts, count);
+    if (!regions.ok()) return Fail(regions.status());
+    return LoadWith(model, options, out,
+                    [&](hoist::LoadRequest& request) { request.parts = std::move(*regions); });
   });
 }
 
@@ -324,17 +326,27 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
   }
   if (parts == nullptr && capacity != 0) return Invalid("parts is NULL but capacity is not 0");
   return Guarded([&] {
-    hoist_load_options o;
-    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
-    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    auto parsed = hoist::ParseSplit(split, "split");
+    if (!parsed.ok()) return Fail(parsed.status());
+    request->split = *parsed;
+    if (!hoist::SplitMakesParts(request->split)) {
+      return Invalid("split 'layer' places whole tensors (hoist_model_place): tensor or replicate");
+    }
+    if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
+    auto devices = hoist::OpenRequestDevices(*request);
     if (!devices.ok()) return Fail(devices.status());
-    std::vector<double> shares;
-    if (o.split_shares != nullptr)
-      shares.assign(o.split_shares, o.split_shares + o.split_share_count);
-    auto placed = hoist::PlaceParts(model->dir, *devices, split, shares, {},
-                                    "give it a smaller share (hoist_load_options.split_shares)");
-    if (!placed.ok()) return Fail(placed.status());
-    WriteParts(*placed, parts, capacity, count);
+    if (devices->size() < 2) {
+      // One device: the split still names each part (on device 0), as hoist_model_cut does.
+      auto cut = hoist::CutForDevices(model->dir, *request, 1);
+      if (!cut.ok()) return Fail(cut.status());
+      WriteParts(*cut, parts, capacity, count);
+      return HOIST_OK;
+    }
+    auto plan = hoist::Place(model->dir, *devices, *request);
+    if (!plan.ok()) return Fail(plan.status());
+    WriteParts(plan->parts, parts, capacity, count);
     return HOIST_OK;
   });
 }
@@ -342,34 +354,31 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
 hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
                              const double* shares, size_t share_count, hoist_part* parts,
                              size_t capacity, size_t* count) {
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.split_shares = shares;
+  options.split_share_count = share_count;
+  return hoist_model_cut_ex(model, &options, split, devices, parts, capacity, count);
+}
+
+hoist_status hoist_model_cut_ex(const hoist_model* model, const hoist_load_options* options,
+                                const char* split, uint32_t devices, hoist_part* parts,
+                                size_t capacity, size_t* count) {
   if (model == nullptr || split == nullptr || count == nullptr) {
     return Invalid("model, split and count must not be NULL");
   }
   if (parts == nullptr && capacity != 0) return Invalid("parts is NULL but capacity is not 0");
-  if (shares == nullptr && share_count != 0)
-    return Invalid("shares is NULL but share_count is not 0");
   if (devices == 0) return Invalid("devices must be at least 1");
   return Guarded([&] {
-    auto cut = hoist::CutModel(model->dir, split, devices,
-                               std::vector<double>(shares, shares + share_count), {});
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    auto parsed = hoist::ParseSplit(split, "split");
+    if (!parsed.ok()) return Fail(parsed.status());
+    request->split = *parsed;
+    auto cut = hoist::CutForDevices(model->dir, *request, devices);
     if (!cut.ok()) return Fail(cut.status());
     WriteParts(*cut, parts, capacity, count);
     return HOIST_OK;
-  });
-}
-
-hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
-                              const hoist_part* parts, size_t count, hoist_loaded** out) {
-  if (parts == nullptr && count != 0) return Invalid("parts is NULL but count is not 0");
-  return Guarded([&] {
-    std::vector<hoist::TensorRegion> regions;
-    regions.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      const hoist_part& p = parts[i];
-      regions.push_back({p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin,
-                         p.column_end, p.destination, p.device});
-    }
-    return LoadImpl(model, options, nullptr, nullptr, out, &regions, /*parts=*/true);
   });
 }
 
@@ -380,40 +389,18 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
     return Invalid("model, split, all_gather and out must not be NULL");
   }
   return Guarded([&] {
-    hoist_load_options o;
-    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
-    if (o.names != nullptr || o.placement != nullptr || o.checksum != 0 ||
-        o.destinations_when_needed != 0) {
-      return Invalid("rank mode takes no names, placement, checksum or destinations_when_needed");
-    }
-    auto cut = hoist::CutModel(
-        model->dir, split, world == 0 ? 1 : world,
-        std::vector<double>(o.split_shares, o.split_shares + o.split_share_count), {});
-    if (!cut.ok()) return Fail(cut.status());
-    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
-    if (!devices.ok()) return Fail(devices.status());
-    if (devices->size() != 1) return Invalid("rank mode loads onto one device per process");
-    const hoist::LoadOptions lo = CommonLoadOptions(o);
-    if (hoist::Status s = hoist::CheckLoadOptions(lo); !s.ok()) return Fail(s);
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    auto parsed = hoist::ParseSplit(split, "split");
+    if (!parsed.ok()) return Fail(parsed.status());
+    request->split = *parsed;
     const hoist::AllGather exchange = [all_gather, user](void* block, uint64_t chunk_bytes) {
       if (all_gather(user, block, chunk_bytes) != 0) {
         return hoist::Status::DeviceError("the all-gather callback failed");
       }
       return hoist::Status::Ok();
     };
-    std::vector<hoist::TensorRegion> mine;
-    auto loaded =
-        hoist::LoadRank(model->dir, devices->front(), *cut, rank, world, exchange, lo, &mine);
-    if (!loaded.ok()) return Fail(loaded.status());
-    auto parts = hoist::RegionDirectory(model->dir, mine);
-    if (!parts.ok()) return Fail(parts.status());
-    auto result = std::make_unique<hoist_loaded>();
-    result->model = model;
-    result->parts = std::make_unique<hoist::TensorDirectory>(std::move(parts).value());
-    result->loaded = std::move(loaded).value();
-    result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded->report));
-    *out = result.release();
-    return HOIST_OK;
+    return Finish(hoist::LoadAsRank(model->dir, *request, rank, world, exchange), out);
   });
 }
 
@@ -427,44 +414,66 @@ hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* opt
                                        std::to_string(model->dir.tensors.size()) + " tensors"));
   }
   return Guarded([&] {
-    hoist_load_options o;
-    if (hoist_status s = CopyOptions(options, &o); s != HOIST_OK) return s;
-    auto devices = hoist::OpenDevices(o.device != nullptr ? o.device : "auto", "device");
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    if (hoist::SplitMakesParts(request->split)) {
+      return Invalid("a tensor or replicate split places parts: hoist_model_split says where");
+    }
+    if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
+    auto devices = hoist::OpenRequestDevices(*request);
     if (!devices.ok()) return Fail(devices.status());
-    auto placement = Placement(model->dir, o, *devices);
-    if (!placement.ok()) return Fail(placement.status());
-    for (size_t i = 0; i < count; ++i) device_of[i] = placement->empty() ? 0 : (*placement)[i];
+    auto plan = hoist::Place(model->dir, *devices, *request);
+    if (!plan.ok()) return Fail(plan.status());
+    for (size_t i = 0; i < count; ++i) {
+      device_of[i] = plan->placement.empty() ? 0 : plan->placement[i];
+    }
     return HOIST_OK;
   });
 }
 
 int hoist_loaded_tensor_device(const hoist_loaded* loaded, size_t index) {
-  if (loaded == nullptr || index >= loaded->loaded->pointers.size() ||
-      !loaded->loaded->loaded(index)) {
-    return -1;
-  }
-  return loaded->loaded->placement.empty() ? 0 : static_cast<int>(loaded->loaded->placement[index]);
+  if (loaded == nullptr) return -1;
+  const hoist::LoadedModel& m = loaded->loaded.model();
+  if (index >= m.pointers.size() || !m.loaded(index)) return -1;
+  return m.placement.empty() ? 0 : static_cast<int>(m.placement[index]);
 }
 
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
-  if (loaded == nullptr || index >= loaded->loaded->pointers.size()) return nullptr;
-  return loaded->loaded->data(index);
+  if (loaded == nullptr || index >= loaded->loaded.model().pointers.size()) return nullptr;
+  return loaded->loaded.model().data(index);
+}
+
+hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_part* out) {
+  if (loaded == nullptr || out == nullptr) return Invalid("loaded and out must not be NULL");
+  const hoist::Plan& plan = loaded->loaded.plan();
+  if (!plan.by_parts) return Invalid("a load of whole tensors has no parts");
+  if (index >= plan.parts.size()) return Invalid("part index out of range");
+  const hoist::TensorRegion& r = plan.parts[index];
+  *out = {r.tensor,
+          r.row_bytes,
+          r.row_begin,
+          r.row_end,
+          r.column_begin,
+          r.column_end,
+          static_cast<uint32_t>(hoist_loaded_tensor_device(loaded, index)),
+          hoist_loaded_tensor(loaded, index)};
+  return HOIST_OK;
 }
 
 hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uint64_t* xxh3) {
   if (loaded == nullptr || xxh3 == nullptr) return Invalid("NULL argument");
-  if (loaded->loaded->checksums.empty()) return Invalid("the load was made without checksum");
-  if (index >= loaded->loaded->checksums.size()) return Invalid("tensor index out of range");
-  *xxh3 = loaded->loaded->checksums[index];
+  const std::vector<uint64_t>& checksums = loaded->loaded.model().checksums;
+  if (checksums.empty()) return Invalid("the load was made without checksum");
+  if (index >= checksums.size()) return Invalid("tensor index out of range");
+  *xxh3 = checksums[index];
   return HOIST_OK;
 }
 
 hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches) {
   if (loaded == nullptr) return Invalid("loaded must not be NULL");
-  if (loaded->regions) return Invalid("a load of regions is checked against its own bytes only");
   return Guarded([&] {
-    const hoist::TensorDirectory& dir = loaded->parts ? *loaded->parts : loaded->model->dir;
-    auto found = hoist::Verify(dir, *loaded->loaded, hoist::DefaultReaderThreads(), 1000);
+    auto found = hoist::Verify(loaded->loaded, hoist::DefaultReaderThreads(), 1000,
+                               hoist::kDefaultStallTimeoutSeconds);
     if (!found.ok()) return Fail(found.status());
     if (mismatches != nullptr) *mismatches = found->size();
     if (found->empty()) return HOIST_OK;
@@ -484,34 +493,12 @@ void hoist_release_cached_memory(void) { hoist::ReleaseCachedMemory(); }
 
 const char* hoist_last_error(void) { return g_last_error.c_str(); }
 
+const char* hoist_version(void) { return hoist::Version(); }
+
 const char* hoist_status_name(hoist_status status) {
-  switch (status) {
-    case HOIST_OK:
-      return "ok";
-    case HOIST_ERROR:
-      return "error";
-    case HOIST_INVALID_MODEL:
-      return "invalid model";
-    case HOIST_STALLED:
-      return "stalled";
-    case HOIST_DEVICE_ERROR:
-      return "device error";
-    case HOIST_VERIFY_MISMATCH:
-      return "verify mismatch";
-    case HOIST_CANCELLED:
-      return "cancelled";
-    case HOIST_IO_ERROR:
-      return "I/O error";
-    case HOIST_NOT_FOUND:
-      return "not found";
-    case HOIST_INVALID_ARGUMENT:
-      return "invalid argument";
-    case HOIST_UNAVAILABLE:
-      return "unavailable";
-    case HOIST_FILE_CHANGED:
-      return "model changed";
-  }
-  return "unknown";
+  // The rows' names are literals: their data() ends in a NUL.
+  const hoist::StatusRow* row = hoist::RowOfCStatus(status);
+  return row != nullptr ? row->name.data() : "unknown";
 }
 
 }  // extern "C"

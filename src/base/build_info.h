@@ -6,7 +6,7 @@
 
 namespace hoist {
 
-// "0.1.0".
+// CMake's project(VERSION), "MAJOR.MINOR.PATCH": the one place the version is written.
 const char* Version();
 // "Release", "Debug", ... as CMake built it ("unspecified" without a build type).
 const char* BuildType();

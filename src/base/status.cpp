@@ -2,38 +2,54 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+
+#include "hoist/hoist.h"
 
 namespace hoist {
 
-std::string_view CodeName(Code code) {
-  switch (code) {
-    case Code::kOk:
-      return "OK";
-    case Code::kInvalidModel:
-      return "invalid model";
-    case Code::kIoError:
-      return "I/O error";
-    case Code::kNotFound:
-      return "not found";
-    case Code::kInvalidArgument:
-      return "invalid argument";
-    case Code::kStalled:
-      return "stalled";
-    case Code::kDeviceError:
-      return "device error";
-    case Code::kVerifyMismatch:
-      return "verify mismatch";
-    case Code::kCancelled:
-      return "cancelled";
-    case Code::kUnavailable:
-      return "unavailable";
-    case Code::kFileChanged:
-      return "model changed";
-    case Code::kInternal:
-      return "internal error";
+namespace {
+
+// Indexed by Code. The C statuses and exit codes are the values hoist.h and docs/CLI.md promise.
+constexpr StatusRow kRows[] = {
+    {Code::kOk, HOIST_OK, "ok", 0},
+    {Code::kInvalidModel, HOIST_INVALID_MODEL, "invalid model", 2},
+    {Code::kIoError, HOIST_IO_ERROR, "I/O error", 1},
+    {Code::kNotFound, HOIST_NOT_FOUND, "not found", 1},
+    {Code::kInvalidArgument, HOIST_INVALID_ARGUMENT, "invalid argument", 1},
+    {Code::kStalled, HOIST_STALLED, "stalled", 3},
+    {Code::kDeviceError, HOIST_DEVICE_ERROR, "device error", 4},
+    {Code::kVerifyMismatch, HOIST_VERIFY_MISMATCH, "verify mismatch", 5},
+    {Code::kCancelled, HOIST_CANCELLED, "cancelled", 1},  // 128 + N when signal N stopped it
+    {Code::kUnavailable, HOIST_UNAVAILABLE, "unavailable", 1},
+    {Code::kFileChanged, HOIST_FILE_CHANGED, "model changed", 6},
+    {Code::kInternal, HOIST_ERROR, "error", 1},
+};
+static_assert(std::size(kRows) == static_cast<size_t>(Code::kInternal) + 1);
+
+constexpr bool RowsInCodeOrder() {
+  for (size_t i = 0; i < std::size(kRows); ++i) {
+    if (static_cast<size_t>(kRows[i].code) != i) return false;
   }
-  return "unknown";
+  return true;
 }
+static_assert(RowsInCodeOrder());
+
+}  // namespace
+
+const StatusRow& RowOf(Code code) {
+  const auto i = static_cast<size_t>(code);
+  return i < std::size(kRows) ? kRows[i] : kRows[static_cast<size_t>(Code::kInternal)];
+}
+
+const StatusRow* RowOfCStatus(int c_status) {
+  for (const StatusRow& row : kRows) {
+    if (row.c_status == c_status) return &row;
+  }
+  return nullptr;
+}
+
+std::string_view CodeName(Code code) { return RowOf(code).name; }
 
 Status Status::InvalidModel(std::string_view path, uint64_t byte_offset, std::string_view rule) {
   std::string message;

@@ -11,7 +11,8 @@
 
 namespace hoist {
 
-// What kind of failure; each maps to one exit code of the command-line tool (see ExitCode).
+// What kind of failure. StatusRow (below) gives each its C API status, its name and the
+// command-line tool's exit code.
 enum class Code : uint8_t {
   kOk = 0,
   kInvalidModel,     // the model's bytes break a rule of their format
@@ -27,7 +28,20 @@ enum class Code : uint8_t {
   kInternal,         // a broken invariant inside hoist
 };
 
-std::string_view CodeName(Code code);
+// One row per Code: the C API's hoist_status (include/hoist/hoist.h), the name every front end
+// shows (hoist_status_name, Python's HoistError.status), and the command-line tool's exit code
+// (kinds without one of their own share 1). The only place these are related to each other.
+struct StatusRow {
+  Code code;
+  int c_status;
+  std::string_view name;
+  int exit_code;
+};
+const StatusRow& RowOf(Code code);
+// The row of a C API status; nullptr when it names none.
+const StatusRow* RowOfCStatus(int c_status);
+
+std::string_view CodeName(Code code);  // RowOf(code).name
 
 class [[nodiscard]] Status {
  public:

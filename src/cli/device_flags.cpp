@@ -2,13 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <set>
 
 #include "base/units.h"
 #include "cli/load_flags.h"
-#include "pipeline/device_placement.h"
 #include "plan/layer_split.h"
 
 namespace hoist::cli {
@@ -39,81 +35,27 @@ void AddDeviceFlags(CLI::App* cmd, DeviceFlags& flags) {
       ->check(CLI::ExistingFile);
 }
 
-Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const DeviceFlags& flags) {
-  HOIST_ASSIGN_OR_RETURN(auto devices, hoist::OpenDevices(flags.device, "--device"));
-  if (devices.size() > 1 && !flags.tensor_split.empty() &&
-      flags.tensor_split.size() != devices.size()) {
-    return Status::InvalidArgument("--tensor-split gives " +
-                                   std::to_string(flags.tensor_split.size()) + " shares for " +
-                                   std::to_string(devices.size()) + " devices");
-  }
-  return devices;
-}
-
-namespace {
-
-// A plan file's text. Only a regular file of at most kMaxPlanBytes is read: a FIFO would block
-// waiting for a writer and a device such as /dev/zero never ends.
-constexpr uint64_t kMaxPlanBytes = 16ull << 20;
-
-Result<std::string> ReadPlanFile(const std::string& path) {
-  std::error_code error;
-  const auto status = std::filesystem::status(path, error);
-  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
-  if (!std::filesystem::is_regular_file(status)) {
-    return Status::InvalidArgument(path + ": not a regular file (a plan is a JSON file)");
-  }
-  const uint64_t size = std::filesystem::file_size(path, error);
-  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
-  if (size > kMaxPlanBytes) {
-    return Status::InvalidArgument(path + ": " + std::to_string(size) +
-                                   " bytes; a plan is at most " + std::to_string(kMaxPlanBytes) +
-                                   " bytes");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string text(size, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
-    return Status::IoError(path + ": cannot be read");
-  }
-  return text;
-}
-
-}  // namespace
-
-Result<DevicePlan> PlaceTensors(const DeviceFlags& flags, const TensorDirectory& dir,
-                                const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
-  DevicePlan plan;
-  if (!flags.split_plan.empty() && flags.split != "tensor") {
-    return Status::InvalidArgument("--split-plan is for --split tensor");
-  }
-  if (devices.size() < 2) return plan;
-  plan.split = flags.split;
-  const std::string hint = "give it a smaller share (--tensor-split)";
-  if (flags.split == "layer") {
-    HOIST_ASSIGN_OR_RETURN(plan.placement, PlaceByLayer(dir, devices, flags.tensor_split, hint));
-    return plan;
-  }
-  std::vector<CutRule> rules;
-  if (!flags.split_plan.empty()) {
-    HOIST_ASSIGN_OR_RETURN(const std::string text, ReadPlanFile(flags.split_plan));
-    HOIST_ASSIGN_OR_RETURN(
-        rules, ParseCutRules(text, flags.split_plan, static_cast<uint32_t>(devices.size())));
-  }
-  HOIST_ASSIGN_OR_RETURN(plan.regions,
-                         PlaceParts(dir, devices, flags.split, flags.tensor_split, rules, hint));
-  return plan;
+Result<LoadRequest> ToRequest(const DeviceFlags& flags) {
+  LoadRequest request;
+  request.device = flags.device;
+  HOIST_ASSIGN_OR_RETURN(request.split, ParseSplit(flags.split, "--split"));
+  request.shares = flags.tensor_split;
+  request.split_plan = flags.split_plan;
+  request.spelling = {"--device",     "--split",    "--tensor-split",
+                      "--split-plan", "--checksum", "--names"};
+  return request;
 }
 
 namespace {
 
 // A tensor split: per device, its parts' bytes; then how many tensors each cut took.
 std::vector<std::string> DescribeRegions(
-    const TensorDirectory& dir, const DevicePlan& plan,
+    const TensorDirectory& dir, const Plan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   std::vector<size_t> tensors(devices.size(), 0);
   std::vector<uint64_t> bytes(devices.size(), 0);
   std::vector<uint32_t> pieces(dir.tensors.size(), 0);
-  for (const TensorRegion& r : plan.regions) {
+  for (const TensorRegion& r : plan.parts) {
     ++tensors[r.device];
     bytes[r.device] += (r.row_end - r.row_begin) * (r.column_end - r.column_begin);
     ++pieces[r.tensor];
@@ -127,11 +69,11 @@ std::vector<std::string> DescribeRegions(
     lines.push_back(devices[d]->name() + ": " + std::to_string(tensors[d]) + " tensors or parts, " +
                     FormatBytes(bytes[d]) + " (" + percent + " of the model's bytes)");
   }
-  if (plan.split == "tensor") {
+  if (plan.split == Split::kTensor) {
     // What each tensor became: cut by rows or by columns, whole on every device, whole on one.
     enum Kind : uint8_t { kNone, kWhole, kRows, kColumns };
     std::vector<Kind> kind(dir.tensors.size(), kNone);
-    for (const TensorRegion& r : plan.regions) {
+    for (const TensorRegion& r : plan.parts) {
       const uint64_t rows = dir.tensors[r.tensor].nbytes / r.row_bytes;
       if (r.row_end - r.row_begin != rows) {
         kind[r.tensor] = kRows;
@@ -161,9 +103,9 @@ std::vector<std::string> DescribeRegions(
 }  // namespace
 
 std::vector<std::string> DescribePlacement(
-    const TensorDirectory& dir, const DevicePlan& plan,
+    const TensorDirectory& dir, const Plan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
-  if (plan.by_regions()) return DescribeRegions(dir, plan, devices);
+  if (plan.by_parts) return DescribeRegions(dir, plan, devices);
   const std::vector<uint32_t>& placement = plan.placement;
   struct Share {
     size_t tensors = 0;

@@ -1,4 +1,5 @@
-// The command-line tool's exit codes, one per kind of failure.
+// The command-line tool's exit codes (StatusRow in base/status.h relates them to the kinds of
+// failure) and the one way a command reports a failure.
 #pragma once
 
 #include <cstdio>
@@ -20,24 +21,7 @@ enum ExitCode : int {
   kExitSignalBase = 128,  // cancelled by a signal: 128 + the signal's number
 };
 
-inline int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case Code::kOk:
-      return kExitOk;
-    case Code::kInvalidModel:
-      return kExitInvalidModel;
-    case Code::kStalled:
-      return kExitStalled;
-    case Code::kDeviceError:
-      return kExitDeviceError;
-    case Code::kVerifyMismatch:
-      return kExitVerifyMismatch;
-    case Code::kFileChanged:
-      return kExitFileChanged;
-    default:
-      return kExitFailure;
-  }
-}
+inline int ExitCodeFor(const Status& status) { return RowOf(status.code()).exit_code; }
 
 // Prints "hoist: MESSAGE" on stderr and returns the exit code for the failure: 128 + N when a
 // stop signal N cancelled it.

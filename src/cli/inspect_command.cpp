@@ -1,15 +1,16 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "api/request.h"
 #include "base/json_schema.h"
 #include "cli/commands.h"
 #include "cli/device_flags.h"
 #include "cli/exit_codes.h"
 #include "cli/render.h"
 #include "format/directory_json.h"
-#include "format/model.h"
 
 namespace hoist::cli {
 
@@ -31,7 +32,7 @@ Runner RegisterInspect(CLI::App& app) {
   AddDeviceFlags(cmd, options->devices);
   options->device_option = cmd->get_option("--device");
   return [options]() -> int {
-    auto dir = ReadModelDirectory(options->path);
+    auto dir = OpenModel({options->path, nullptr, std::nullopt});
     if (!dir.ok()) {
       return ReportFailure(dir.status());
     }
@@ -40,12 +41,15 @@ Runner RegisterInspect(CLI::App& app) {
     // With --device: where a load onto those devices would put each tensor, checked against
     // their free memory before anything is allocated.
     std::vector<std::shared_ptr<CheckedDevice>> devices;
-    DevicePlan plan;
+    Plan plan;
     if (options->device_option->count() > 0) {
-      auto opened = OpenDevices(options->devices);
+      auto request = ToRequest(options->devices);
+      if (!request.ok()) return ReportFailure(request.status());
+      if (Status s = CheckRequest(*request); !s.ok()) return ReportFailure(s);
+      auto opened = OpenRequestDevices(*request);
       if (!opened.ok()) return ReportFailure(opened.status());
       devices = std::move(opened).value();
-      auto placed = PlaceTensors(options->devices, *dir, devices);
+      auto placed = Place(*dir, devices, *request);
       if (!placed.ok()) return ReportFailure(placed.status());
       plan = std::move(placed).value();
     }
@@ -55,11 +59,12 @@ Runner RegisterInspect(CLI::App& app) {
       if (!devices.empty()) {
         nlohmann::ordered_json names = nlohmann::ordered_json::array();
         for (const auto& d : devices) names.push_back(d->name());
-        j["placement"] = {{"split", plan.split}, {"devices", names}};
-        if (plan.by_regions()) {
+        j["placement"] = {{"split", devices.size() > 1 ? SplitName(plan.split) : "none"},
+                          {"devices", names}};
+        if (plan.by_parts) {
           // Each part: its tensor, device, rows and bytes of each row.
           nlohmann::ordered_json parts = nlohmann::ordered_json::array();
-          for (const TensorRegion& r : plan.regions) {
+          for (const TensorRegion& r : plan.parts) {
             parts.push_back({{"tensor", dir->tensors[r.tensor].name},
                              {"device", r.device},
                              {"row_bytes", r.row_bytes},
@@ -79,7 +84,7 @@ Runner RegisterInspect(CLI::App& app) {
     } else {
       std::cout << DirectoryToText(dir.value());
       if (!devices.empty()) {
-        std::printf("\nplacement (%s split):\n", devices.size() > 1 ? plan.split.c_str() : "no");
+        std::printf("\nplacement (%s split):\n", devices.size() > 1 ? SplitName(plan.split) : "no");
         for (const std::string& line : DescribePlacement(*dir, plan, devices)) {
           std::printf("  %s\n", line.c_str());
         }

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "api/request.h"
 #include "base/checksum.h"
 #include "base/json_schema.h"
 #include "base/platform.h"
@@ -14,10 +16,7 @@
 #include "cli/exit_codes.h"
 #include "cli/load_flags.h"
 #include "cli/progress_meter.h"
-#include "device/checked_device.h"
 #include "format/directory_json.h"
-#include "format/model.h"
-#include "pipeline/loader.h"
 #include "pipeline/report_json.h"
 
 namespace hoist::cli {
@@ -96,54 +95,37 @@ nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel
   return j;
 }
 
-// Opens, loads; returns the exit code, or -1 with the model loaded.
-int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::unique_ptr<LoadedModel>* out) {
+// Opens and loads through the façade; returns the exit code, or -1 with the model loaded.
+// `dir` is the model's directory, which the load's own (its parts') refers to.
+int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::optional<CompletedLoad>* out) {
   InstallStopSignalHandlers();
-  auto resolved = ToLoadOptions(f.settings);
-  if (!resolved.ok()) return ReportFailure(resolved.status());
-  LoadOptions options = std::move(resolved).value();
+  auto request = ToRequest(f.devices);
+  if (!request.ok()) return ReportFailure(request.status());
+  auto options = ToLoadOptions(f.settings);
+  if (!options.ok()) return ReportFailure(options.status());
+  request->options = std::move(options).value();
+  if (Status s = CheckRequest(*request); !s.ok()) return ReportFailure(s);
   const auto start = std::chrono::steady_clock::now();
-  auto opened = ReadModelDirectory(f.path);
+  auto opened = OpenModel({f.path, nullptr, std::nullopt});
   if (!opened.ok()) return ReportFailure(opened.status());
   *dir = std::move(opened).value();
   const double open_parse =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& w : dir->warnings)
     std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
-  const auto device_start = std::chrono::steady_clock::now();
-  auto devices = OpenDevices(f.devices);
-  if (!devices.ok()) return ReportFailure(devices.status());
-  const double device_open =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - device_start).count();
-  auto plan = PlaceTensors(f.devices, *dir, *devices);
-  if (!plan.ok()) return ReportFailure(plan.status());
   ProgressMeter meter(!f.quiet);
-  options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
-  Result<std::unique_ptr<LoadedModel>> loaded = Status::Internal("not loaded");
-  if (plan->by_regions()) {
-    // The model becomes its parts: tensor i of what is reported and verified is part i.
-    if (options.checksum) {
-      return ReportFailure(Status::InvalidArgument(
-          "--split " + plan->split + " takes no --checksum: verify compares every part"));
-    }
-    auto parts = RegionDirectory(*dir, plan->regions);
-    if (!parts.ok()) return ReportFailure(parts.status());
-    loaded = LoadRegions(*dir, *devices, plan->regions, options);
-    *dir = std::move(parts).value();
-  } else {
-    options.placement = std::move(plan->placement);
-    loaded = Load(*dir, *devices, options);
-  }
+  request->options.progress = [&meter](const LoadProgress& p) { return meter.Update(p); };
+  Result<CompletedLoad> loaded = Load(*dir, *request);
   meter.Finish();
   if (!loaded.ok()) {
     if (loaded.status().code() == Code::kStalled) ReportAndExitNow(loaded.status());
     return ReportFailure(loaded.status());
   }
-  (*loaded)->report.phases.open_parse = open_parse;
-  (*loaded)->report.phases.device_open = device_open;
-  for (const std::string& fb : (*loaded)->report.fallbacks)
+  LoadReport& report = loaded->model().report;
+  report.phases.open_parse = open_parse;
+  for (const std::string& fb : report.fallbacks)
     std::fprintf(stderr, "hoist: warning: %s\n", fb.c_str());
-  *out = std::move(loaded).value();
+  out->emplace(std::move(loaded).value());
   return -1;
 }
 
@@ -155,13 +137,14 @@ Runner RegisterLoad(CLI::App& app) {
       "load", "Load every tensor of a model onto a device and report how it went");
   AddLoadFlags(cmd, *flags);
   return [flags]() -> int {
-    TensorDirectory dir;
-    std::unique_ptr<LoadedModel> model;
-    if (int code = OpenAndLoad(*flags, &dir, &model); code >= 0) return code;
+    TensorDirectory model_dir;
+    std::optional<CompletedLoad> loaded;
+    if (int code = OpenAndLoad(*flags, &model_dir, &loaded); code >= 0) return code;
+    const TensorDirectory& dir = loaded->directory();
     if (flags->json) {
-      std::cout << DumpJson(SummaryJson(dir, *model, flags->path)) << "\n";
+      std::cout << DumpJson(SummaryJson(dir, loaded->model(), flags->path)) << "\n";
     } else {
-      PrintSummary(dir, *model, flags->path);
+      PrintSummary(dir, loaded->model(), flags->path);
     }
     return kExitOk;
   };
@@ -174,9 +157,11 @@ Runner RegisterVerify(CLI::App& app) {
       "Load a model, read every tensor back from the device and compare it with the file");
   AddLoadFlags(cmd, *flags);
   return [flags]() -> int {
-    TensorDirectory dir;
-    std::unique_ptr<LoadedModel> model;
-    if (int code = OpenAndLoad(*flags, &dir, &model); code >= 0) return code;
+    TensorDirectory model_dir;
+    std::optional<CompletedLoad> loaded;
+    if (int code = OpenAndLoad(*flags, &model_dir, &loaded); code >= 0) return code;
+    const TensorDirectory& dir = loaded->directory();
+    LoadedModel* model = &loaded->model();
     if (!flags->quiet) {
       std::fprintf(stderr, "hoist: verifying %zu tensors against the file\n",
                    model->report.tensors);
@@ -184,7 +169,7 @@ Runner RegisterVerify(CLI::App& app) {
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;
     auto mismatches =
-        Verify(dir, *model, model->report.threads, kListed, flags->settings.stall_timeout_s);
+        Verify(*loaded, model->report.threads, kListed, flags->settings.stall_timeout_s);
     if (!mismatches.ok()) return ReportOrExitNow(mismatches.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

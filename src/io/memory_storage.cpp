@@ -21,11 +21,15 @@ std::string DirectoryPrefix(const std::string& dir) {
 }  // namespace
 
 void MemoryStorage::Add(const std::string& name, std::vector<unsigned char> bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  files_[name] = std::make_shared<const std::vector<unsigned char>>(std::move(bytes));
+  Add(name, SharedBytes::Own(std::move(bytes)));
 }
 
-Result<MemoryStorage::Bytes> MemoryStorage::Find(const std::string& name) const {
+void MemoryStorage::Add(const std::string& name, SharedBytes bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  files_[name] = std::move(bytes);
+}
+
+Result<SharedBytes> MemoryStorage::Find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = files_.find(name);
   if (it == files_.end()) return Status::NotFound(name + ": no such file in memory storage");
@@ -34,7 +38,7 @@ Result<MemoryStorage::Bytes> MemoryStorage::Find(const std::string& name) const 
 
 Result<std::unique_ptr<File>> MemoryStorage::Open(const std::string& name,
                                                   const OpenOptions& options) {
-  HOIST_ASSIGN_OR_RETURN(Bytes bytes, Find(name));
+  HOIST_ASSIGN_OR_RETURN(SharedBytes bytes, Find(name));
   if (options.direct) {
     return Status::Unavailable(name + ": memory storage has no direct I/O");
   }

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/shared_bytes.h"
 
 namespace hoist {
 
@@ -73,6 +74,8 @@ class MemoryStorage final : public Storage {
  public:
   // Adds or replaces a file.
   void Add(const std::string& name, std::vector<unsigned char> bytes);
+  // The same over bytes held elsewhere (SharedBytes' owner keeps them alive), without a copy.
+  void Add(const std::string& name, SharedBytes bytes);
 
   std::string description() const override { return "memory"; }
   StorageCapabilities capabilities() const override { return {}; }
@@ -84,11 +87,10 @@ class MemoryStorage final : public Storage {
   std::string Join(const std::string& dir, const std::string& file) const override;
 
  private:
-  using Bytes = std::shared_ptr<const std::vector<unsigned char>>;
-  Result<Bytes> Find(const std::string& name) const;
+  Result<SharedBytes> Find(const std::string& name) const;
 
   mutable std::mutex mutex_;
-  std::map<std::string, Bytes> files_;
+  std::map<std::string, SharedBytes> files_;
 };
 
 }  // namespace hoist

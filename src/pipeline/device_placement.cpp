@@ -66,14 +66,14 @@ Status CheckRegionsFit(const TensorDirectory& dir, const std::vector<TensorRegio
 
 Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-    const std::string& split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
+    Split split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
     const std::string& hint) {
   HOIST_ASSIGN_OR_RETURN(
       std::vector<TensorRegion> parts,
       CutModel(dir, split, static_cast<uint32_t>(devices.size()), shares, rules));
   HOIST_RETURN_IF_ERROR(CheckRegionsFit(
       dir, parts, devices,
-      split == "replicate" ? "every device holds the whole model when replicated" : hint));
+      split == Split::kReplicate ? "every device holds the whole model when replicated" : hint));
   return parts;
 }
 

@@ -28,13 +28,13 @@ Result<std::vector<uint32_t>> PlaceByLayer(
 
 namespace hoist {
 
-// The parts each device gets: split "tensor" cuts every tensor among the devices by `rules`
-// (then the built-in ones) in proportion to shares (empty: equal), "replicate" puts every
+// The parts each device gets: Split::kTensor cuts every tensor among the devices by `rules`
+// (then the built-in ones) in proportion to shares (empty: equal), kReplicate puts every
 // tensor on every device. A device that would get more than its free memory is kDeviceError
 // with the numbers, ending with `hint` for a tensor split; another split is kInvalidArgument.
 Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-    const std::string& split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
+    Split split, const std::vector<double>& shares, const std::vector<CutRule>& rules,
     const std::string& hint);
 
 }  // namespace hoist

@@ -118,9 +118,15 @@ Status LoadSession::SelectTensors() {
 Status LoadSession::OpenFiles() {
   LoadReport& report = model_->report;
   Storage& storage = dir_.source();
+  // A source without direct reads (memory; later a remote one) is read as it is, said once.
+  const bool direct = options_.io == IoMode::kDirect;
+  if (direct && !storage.capabilities().direct_io) {
+    report.fallbacks.push_back(storage.description() +
+                               " has no direct I/O; reading the model as it is");
+  }
   for (const FileEntry& f : dir_.files) {
     OpenOptions o;
-    o.direct = options_.io == IoMode::kDirect;
+    o.direct = direct && storage.capabilities().direct_io;
     auto file = storage.Open(f.path, o);
     if (!file.ok() && o.direct && file.status().code() == Code::kUnavailable) {
       report.fallbacks.push_back(f.path + ": direct I/O unavailable (" + file.status().message() +

@@ -305,7 +305,7 @@ std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t 
   return regions;
 }
 
-Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, const std::string& split,
+Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, Split split,
                                            uint32_t devices, const std::vector<double>& shares,
                                            const std::vector<CutRule>& rules) {
   if (devices == 0) return Status::InvalidArgument("a split needs a device");
@@ -313,9 +313,11 @@ Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, const std
     return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
                                    std::to_string(devices) + " devices");
   }
-  if (split == "replicate") return ReplicateTensors(dir, devices);
-  if (split != "tensor") {
-    return Status::InvalidArgument("split '" + split + "' gives no parts: tensor or replicate");
+  if (split == Split::kReplicate) return ReplicateTensors(dir, devices);
+  if (split != Split::kTensor) {
+    return Status::InvalidArgument(
+        "the layer split places whole tensors: its parts are "
+        "given by a tensor or replicate split");
   }
   return CutTensors(dir, ChooseCuts(dir, rules),
                     shares.empty() ? std::vector<double>(devices, 1.0) : shares);

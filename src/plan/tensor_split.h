@@ -15,6 +15,7 @@
 #include "base/status.h"
 #include "format/tensor_directory.h"
 #include "plan/load_plan.h"
+#include "plan/split.h"
 
 namespace hoist {
 
@@ -60,10 +61,10 @@ Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
 // Every tensor whole on each of `devices` devices.
 std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t devices);
 
-// The parts `split` gives `devices` devices: "tensor" (CutTensors by `rules`, then the built-in
-// ones, in proportion to shares; empty: equal) or "replicate"; anything else, no device or a
+// The parts `split` gives `devices` devices: kTensor (CutTensors by `rules`, then the built-in
+// ones, in proportion to shares; empty: equal) or kReplicate; kLayer (no parts), no device or a
 // share count that is not the device count is kInvalidArgument.
-Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, const std::string& split,
+Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, Split split,
                                            uint32_t devices, const std::vector<double>& shares,
                                            const std::vector<CutRule>& rules);
 

@@ -9,10 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "format/sample_model.h"
@@ -239,14 +241,16 @@ TEST(CApiTest, SeveralDevicesByLayersOrByAnExplicitPlacement) {
 
   options.placement_count = n - 1;
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
-  EXPECT_NE(std::strstr(hoist_last_error(), "placement_count is"), nullptr) << hoist_last_error();
+  EXPECT_NE(std::strstr(hoist_last_error(), "the placement has 20 entries; the model has 21"),
+            nullptr)
+      << hoist_last_error();
   options.placement = nullptr;
   options.placement_count = 0;
   const double three[] = {1, 1, 1};
   options.split_shares = three;
   options.split_share_count = 3;
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
-  EXPECT_STREQ(hoist_last_error(), "3 shares for 2 devices");
+  EXPECT_STREQ(hoist_last_error(), "split_shares gives 3 shares for 2 devices");
   options.device = "sim:bandwidth=1GB/s,,host";
   options.split_shares = shares;
   options.split_share_count = 2;
@@ -319,7 +323,7 @@ TEST(CApiTest, ATensorSplitOrReplicasAsPartsLoadedByHoistOrIntoTheCallersMemory)
   // A split that is neither, a part for a device the options do not name.
   EXPECT_EQ(hoist_model_split(model, &options, "diagonal", nullptr, 0, &count),
             HOIST_INVALID_ARGUMENT);
-  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' gives no parts: tensor or replicate");
+  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' is not a split: layer, tensor or replicate");
   parts[0].device = 2;
   EXPECT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded),
             HOIST_INVALID_ARGUMENT);
@@ -566,6 +570,173 @@ TEST(CppApiTest, ThrowsWithTheMessage) {
     EXPECT_EQ(e.status(), HOIST_NOT_FOUND);
     EXPECT_NE(std::string(e.what()).find("/nonexistent.safetensors"), std::string::npos);
   }
+}
+
+// A model handed in as bytes in the caller's memory opens, loads and verifies as its file does,
+// read in place; its errors name what the caller called it.
+TEST(CApiTest, AModelInMemoryLoadsAsItsFileDoes) {
+  std::ifstream in(Corpus("gguf/dummy-10-tensors.gguf"), std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  hoist_model_source source;
+  hoist_model_source_init(&source);
+  source.kind = HOIST_SOURCE_MEMORY;
+  source.path = "dummy in memory";
+  source.bytes = bytes.data();
+  source.size = bytes.size();
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open_ex(&source, &model), HOIST_OK) << hoist_last_error();
+  EXPECT_STREQ(hoist_model_format(model), "gguf");
+  ASSERT_EQ(hoist_model_tensor_count(model), 10u);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim";
+  options.checksum = 1;
+  options.direct_io = 1;  // no use in memory: the load says so and reads it as it is
+  hoist_loaded* loaded = nullptr;
+  ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+  uint64_t xxh3 = 0;
+  ASSERT_EQ(hoist_loaded_checksum(loaded, 0, &xxh3), HOIST_OK);
+  EXPECT_EQ(xxh3, 0x4722a534a9254fcaull);  // corpus/reference.json, as from the file
+  EXPECT_NE(std::strstr(hoist_loaded_report_json(loaded), "memory has no direct I/O"), nullptr)
+      << hoist_loaded_report_json(loaded);
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+  hoist_part part{};
+  EXPECT_EQ(hoist_loaded_part(loaded, 0, &part), HOIST_INVALID_ARGUMENT);  // whole tensors
+  hoist_loaded_free(loaded);
+  hoist_model_close(model);
+
+  source.size = 100;  // cut short
+  EXPECT_EQ(hoist_model_open_ex(&source, &model), HOIST_INVALID_MODEL);
+  EXPECT_EQ(std::string(hoist_last_error()).rfind("dummy in memory: ", 0), 0u)
+      << hoist_last_error();
+  source.kind = static_cast<hoist_source_kind>(7);
+  EXPECT_EQ(hoist_model_open_ex(&source, &model), HOIST_INVALID_ARGUMENT);
+  source.kind = HOIST_SOURCE_PATH;
+  const std::string path = Corpus("gguf/dummy-10-tensors.gguf");
+  source.path = path.c_str();
+  ASSERT_EQ(hoist_model_open_ex(&source, &model), HOIST_OK) << hoist_last_error();
+  hoist_model_close(model);
+  source.struct_size = 4;
+  EXPECT_EQ(hoist_model_open_ex(&source, &model), HOIST_INVALID_ARGUMENT);
+}
+
+// hoist_load with a split in its options loads the parts hoist_model_split gives, in its order,
+// and each says what it is; a plan file changes the cuts for the split, the cut and the load.
+TEST(CApiTest, ASplitInTheOptionsLoadsItsPartsAndAPlanChangesThem) {
+  hoist::testing::TempDir tmp;
+  hoist::SampleSpec spec;
+  spec.target_bytes = 2 << 20;
+  ASSERT_TRUE(hoist::WriteSampleModel(tmp.File("m.safetensors"), spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(tmp.File("m.safetensors").c_str(), &model), HOIST_OK);
+  {
+    std::ofstream plan(tmp.File("plan.json"));
+    plan << R"({"*": 1})";  // everything whole on the second device
+  }
+  const std::string plan_path = tmp.File("plan.json");
+  for (const char* plan : {static_cast<const char*>(nullptr), plan_path.c_str()}) {
+    SCOPED_TRACE(plan == nullptr ? "built-in rules" : "plan");
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = "sim,sim:bandwidth=2GB/s";
+    options.split = "tensor";
+    options.split_plan = plan;
+    size_t count = 0;
+    ASSERT_EQ(hoist_model_split(model, &options, "tensor", nullptr, 0, &count), HOIST_OK)
+        << hoist_last_error();
+    std::vector<hoist_part> parts(count);
+    ASSERT_EQ(hoist_model_split(model, &options, "tensor", parts.data(), count, &count), HOIST_OK);
+    size_t cut_count = 0;
+    ASSERT_EQ(hoist_model_cut_ex(model, &options, "tensor", 2, nullptr, 0, &cut_count), HOIST_OK);
+    EXPECT_EQ(cut_count, count);
+    hoist_loaded* loaded = nullptr;
+    ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+    for (size_t i = 0; i < count; ++i) {
+      hoist_part got{};
+      ASSERT_EQ(hoist_loaded_part(loaded, i, &got), HOIST_OK);
+      EXPECT_EQ(got.tensor, parts[i].tensor);
+      EXPECT_EQ(got.row_begin, parts[i].row_begin);
+      EXPECT_EQ(got.column_end, parts[i].column_end);
+      EXPECT_EQ(got.device, parts[i].device);
+      if (plan != nullptr) {
+        EXPECT_EQ(got.device, 1u);
+      }
+      EXPECT_EQ(got.destination, hoist_loaded_tensor(loaded, i));
+    }
+    hoist_part beyond{};
+    EXPECT_EQ(hoist_loaded_part(loaded, count, &beyond), HOIST_INVALID_ARGUMENT);
+    EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+    hoist_loaded_free(loaded);
+    options.checksum = 1;
+    EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+    EXPECT_STREQ(hoist_last_error(), "split tensor takes no checksum: verify compares every part");
+  }
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim,sim";
+  options.split_plan = plan_path.c_str();  // with the layer split
+  hoist_loaded* loaded = nullptr;
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "split_plan is for split tensor");
+  options.split_plan = nullptr;
+  options.split = "diagonal";
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' is not a split: layer, tensor or replicate");
+  hoist_model_close(model);
+}
+
+// hoist.hpp wraps every entry point: a model from bytes, placement, splits, cuts, parts, rank
+// mode and the version, each checked against what the C call gives.
+TEST(CApiTest, TheCppWrapperReachesEveryEntryPoint) {
+  std::ifstream in(Corpus("gguf/dummy-10-tensors.gguf"), std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  hoist::Model model = hoist::Model::FromBytes(bytes.data(), bytes.size(), "dummy");
+  EXPECT_EQ(model.tensor_count(), 10u);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "sim,sim";
+  EXPECT_EQ(model.place(options).size(), 10u);
+  const std::vector<hoist_part> parts = model.split(options, "replicate");
+  ASSERT_EQ(parts.size(), 20u);  // every tensor on both
+  EXPECT_EQ(model.cut(options, "replicate", 2).size(), parts.size());
+  hoist::Loaded loaded = model.load_parts(options, parts);
+  EXPECT_EQ(loaded.verify(), 0u);
+  EXPECT_EQ(loaded.part(3).tensor, parts[3].tensor);
+  EXPECT_EQ(loaded.device(3), static_cast<int>(parts[3].device));
+  options.device = "sim";
+  int gathers = 0;
+  hoist::Loaded rank = model.load_rank(options, "replicate", 0, 1, [&](void*, uint64_t) {
+    ++gathers;
+    return 0;
+  });
+  EXPECT_EQ(rank.verify(), 0u);
+  EXPECT_EQ(gathers, 1);
+  EXPECT_THROW(model.load_rank(options, "replicate", 0, 2, [](void*, uint64_t) { return 1; }),
+               hoist::Error);
+  EXPECT_EQ(hoist::Version(), hoist_version());
+}
+
+// Every status has one name, the library one version: what the CLI, doctor and Python show.
+TEST(CApiTest, StatusNamesAndTheVersion) {
+  const std::vector<std::pair<hoist_status, const char*>> names = {
+      {HOIST_OK, "ok"},
+      {HOIST_ERROR, "error"},
+      {HOIST_INVALID_MODEL, "invalid model"},
+      {HOIST_STALLED, "stalled"},
+      {HOIST_DEVICE_ERROR, "device error"},
+      {HOIST_VERIFY_MISMATCH, "verify mismatch"},
+      {HOIST_CANCELLED, "cancelled"},
+      {HOIST_IO_ERROR, "I/O error"},
+      {HOIST_NOT_FOUND, "not found"},
+      {HOIST_INVALID_ARGUMENT, "invalid argument"},
+      {HOIST_UNAVAILABLE, "unavailable"},
+      {HOIST_FILE_CHANGED, "model changed"}};
+  for (const auto& [status, name] : names) EXPECT_STREQ(hoist_status_name(status), name);
+  EXPECT_STREQ(hoist_status_name(static_cast<hoist_status>(99)), "unknown");
+  const std::string version = hoist_version();
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << version;
 }
 
 }  // namespace

@@ -404,7 +404,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
 // block: freeing it could let the copies write into memory handed out again. It once freed it
 // regardless. A device that can stop its copies frees the block as before.
 TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
-  auto cut = CutModel(dir_, "replicate", 2, {}, {});
+  auto cut = CutModel(dir_, Split::kReplicate, 2, {}, {});
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
   const AllGather gather = [](void*, uint64_t) { return Status::Ok(); };
   for (const bool can_stop : {false, true}) {

@@ -244,48 +244,26 @@ def _write_replacing(path, data):
 def deserialize(bytes):  # noqa: A002 (safetensors' parameter name)
     """[(name, {"shape", "dtype", "data": bytearray})] of safetensors bytes, in file order."""
     data = bytes
+    return [(name, {"shape": list(shape), "dtype": dtype, "data": bytearray(view)})
+            for name, dtype, shape, view in _tensors_of_bytes(data, "Error while deserializing")]
+
+
+def _tensors_of_bytes(data, where):
+    """(name, dtype, header shape, memoryview of its bytes) per tensor of safetensors bytes,
+    in file order, the header read and checked by hoist's own reader (hoist.Model.from_bytes),
+    as a file's is."""
+    from .. import HoistError, Model
     if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes, not {type(data).__name__}")
-    header, start = _parse(data, "Error while deserializing")
-    body = len(data) - start
-    items = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise SafetensorError(f"Error while deserializing: tensor '{name}': malformed "
-                                  f"header entry {entry!r}") from e
-        if dtype not in _ITEMSIZE:
-            raise SafetensorError(f"Error while deserializing: tensor '{name}': unknown dtype "
-                                  f"{dtype!r}")
-        count = 1
-        for d in shape:
-            count *= d
-        if not 0 <= begin <= end <= body or end - begin != int(count * _ITEMSIZE[dtype]):
-            raise SafetensorError(f"Error while deserializing: tensor '{name}': data_offsets "
-                                  f"[{begin}, {end}] do not hold {count} {dtype} values inside "
-                                  f"{body} bytes")
-        items.append((begin, name, {"shape": shape, "dtype": dtype,
-                                    "data": bytearray(data[start + begin:start + end])}))
-    return [(name, item) for _, name, item in sorted(items, key=lambda x: (x[0], x[1]))]
-
-
-def _parse(data, where):
-    """Header and data offset of safetensors bytes, with safetensors' checks."""
-    if len(data) < 8:
-        raise SafetensorError(f"{where}: {len(data)} bytes hold no header length")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8 or n > 100_000_000:
-        raise SafetensorError(f"{where}: header of {n} bytes does not fit in {len(data)} bytes")
+    view = memoryview(data).cast("B")
     try:
-        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise SafetensorError(f"{where}: header is not valid JSON: {e}") from e
-    if not isinstance(header, dict):
-        raise SafetensorError(f"{where}: header is not a JSON object")
-    return header, 8 + n
+        model = Model.from_bytes(view, "safetensors bytes")
+    except HoistError as e:
+        raise SafetensorError(f"{where}: {e}") from e
+    if model.format != "safetensors":
+        raise SafetensorError(f"{where}: the bytes are {model.format}, not safetensors")
+    return [(t.name, t.dtype, list(t.shape), view[t.offset:t.offset + t.nbytes])
+            for t in sorted(model.tensors.values(), key=lambda t: (t.offset, t.name))]
 
 
 _saved_modules = None

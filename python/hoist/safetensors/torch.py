@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
-from . import (SafetensorError, TensorSpec, _check_backend, _parse, _serialize, _ITEMSIZE,
+from . import (SafetensorError, TensorSpec, _check_backend, _serialize, _tensors_of_bytes,
                _write_replacing, deserialize, safe_open, serialize, serialize_file)
 
 __all__ = ["load_file", "load", "save_file", "save", "load_model", "save_model", "safe_open",
@@ -204,28 +204,12 @@ def load_file(filename: Union[str, os.PathLike], device: Union[str, int] = "cpu"
 
 def load(data: bytes) -> Dict[str, torch.Tensor]:
     """{name: tensor} on the CPU from the bytes of a safetensors file, in name order."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"data must be bytes, not {type(data).__name__}")
-    header, start = _parse(data, "safetensors bytes")
-    body = len(data) - start
     out = {}
-    for name in sorted(k for k in header if k != "__metadata__"):
-        entry = header[name]
-        try:
-            dtype, shape, (begin, end) = entry["dtype"], list(entry["shape"]), entry["data_offsets"]
-        except (KeyError, TypeError, ValueError) as e:
-            raise SafetensorError(f"tensor '{name}': malformed header entry {entry!r}") from e
-        if dtype not in _ITEMSIZE:
-            raise SafetensorError(f"tensor '{name}': unknown dtype {dtype!r}")
-        count = 1
-        for d in shape:
-            count *= d
-        if not 0 <= begin <= end <= body or end - begin != int(count * _ITEMSIZE[dtype]):
-            raise SafetensorError(f"tensor '{name}': data_offsets [{begin}, {end}] do not hold "
-                                  f"{count} {dtype} values inside {body} bytes")
+    tensors = _tensors_of_bytes(data, "safetensors bytes")
+    for name, dtype, shape, view in sorted(tensors, key=lambda t: t[0]):
         if dtype == "F4" and shape:
             shape = shape[:-1] + [shape[-1] // 2]  # float4_e2m1fn_x2: two values per element
-        out[name] = _from_bytes(bytearray(data[start + begin:start + end]), dtype, shape)
+        out[name] = _from_bytes(bytearray(view), dtype, shape)
     return out
 
 

@@ -1,0 +1,252 @@
+#include "api/request.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "format/model.h"
+#include "pipeline/device_placement.h"
+#include "plan/tensor_split.h"
+
+namespace hoist {
+
+Result<TensorDirectory> OpenModel(const ModelSource& source) {
+  std::shared_ptr<Storage> storage = source.storage;
+  if (source.bytes) {
+    if (storage) return Status::InvalidArgument("a model is a path or bytes in memory, not both");
+    auto memory = std::make_shared<MemoryStorage>();
+    memory->Add(source.path, *source.bytes);
+    storage = std::move(memory);
+  }
+  Result<TensorDirectory> dir =
+      storage ? ReadModelDirectory(storage, source.path) : ReadModelDirectory(source.path);
+  if (dir.ok()) dir->IndexNames();
+  return dir;
+}
+
+namespace {
+
+Status Refuse(const std::string& what) { return Status::InvalidArgument(what); }
+
+// The rules for a load of parts (the caller's, or a split's on several devices): what each
+// takes no part in.
+Status CheckParts(const LoadRequest& request) {
+  const LoadOptions& o = request.options;
+  const OptionSpelling& s = request.spelling;
+  const std::string what = !request.parts                ? s.split + " " + SplitName(request.split)
+                           : request.parts_on_one_device ? std::string("a load of regions")
+                                                         : std::string("a load of parts");
+  if (o.checksum) return Refuse(what + " takes no " + s.checksum + ": verify compares every part");
+  if (!o.names.empty()) return Refuse(what + " takes no " + s.names + ": it loads its parts");
+  if (!request.placement.empty()) return Refuse(what + " takes no placement");
+  if (o.destination || o.destinations_when_needed) {
+    return Refuse(what + " takes no destination callback (parts carry their destinations)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckRequest(const LoadRequest& request) {
+  const LoadOptions& o = request.options;
+  const OptionSpelling& s = request.spelling;
+  HOIST_RETURN_IF_ERROR(CheckLoadOptions(o));
+  if (!o.strides.empty() || !o.read_groups.empty() || !o.placement.empty()) {
+    return Refuse(
+        "strides, read groups and the options' placement are the planner's: a front "
+        "end gives a request's placement or parts");
+  }
+  if (o.destinations_when_needed && !o.destination) {
+    return Refuse("destinations_when_needed needs a destination callback");
+  }
+  if (!request.split_plan.empty() && (request.split != Split::kTensor || request.parts)) {
+    return Refuse(s.split_plan + " is for " + s.split + " tensor");
+  }
+  if (!request.placement.empty() && SplitMakesParts(request.split)) {
+    return Refuse("a placement places whole tensors: " + s.split + " " + SplitName(request.split) +
+                  " places parts");
+  }
+  return request.parts ? CheckParts(request) : Status::Ok();
+}
+
+Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenRequestDevices(const LoadRequest& request) {
+  HOIST_ASSIGN_OR_RETURN(auto devices, OpenDevices(request.device, request.spelling.device));
+  const OptionSpelling& s = request.spelling;
+  if (devices.size() > 1 && !request.shares.empty() && request.shares.size() != devices.size()) {
+    return Status::InvalidArgument(s.shares + " gives " + std::to_string(request.shares.size()) +
+                                   " shares for " + std::to_string(devices.size()) + " devices");
+  }
+  if (request.parts_on_one_device && devices.size() != 1) {
+    return Status::InvalidArgument("a load of regions goes to one device");
+  }
+  return devices;
+}
+
+namespace {
+
+// A plan file's text. Only a regular file of at most kMaxPlanBytes is read: a FIFO would block
+// waiting for a writer and a device such as /dev/zero never ends.
+constexpr uint64_t kMaxPlanBytes = 16ull << 20;
+
+Result<std::string> ReadPlanFile(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
+  if (!std::filesystem::is_regular_file(status)) {
+    return Status::InvalidArgument(path + ": not a regular file (a plan is a JSON file)");
+  }
+  const uint64_t size = std::filesystem::file_size(path, error);
+  if (error) return Status::IoError(path + ": cannot be read: " + error.message());
+  if (size > kMaxPlanBytes) {
+    return Status::InvalidArgument(path + ": " + std::to_string(size) +
+                                   " bytes; a plan is at most " + std::to_string(kMaxPlanBytes) +
+                                   " bytes");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return Status::IoError(path + ": cannot be read");
+  }
+  return text;
+}
+
+Result<std::vector<CutRule>> ReadCutRules(const LoadRequest& request, uint32_t devices) {
+  if (request.split_plan.empty()) return std::vector<CutRule>{};
+  HOIST_ASSIGN_OR_RETURN(const std::string text, ReadPlanFile(request.split_plan));
+  return ParseCutRules(text, request.split_plan, devices);
+}
+
+Result<std::vector<uint32_t>> CheckedPlacement(const TensorDirectory& dir,
+                                               const LoadRequest& request, size_t devices) {
+  const std::vector<uint32_t>& placement = request.placement;
+  if (placement.size() != dir.tensors.size()) {
+    return Status::InvalidArgument("the placement has " + std::to_string(placement.size()) +
+                                   " entries; the model has " + std::to_string(dir.tensors.size()) +
+                                   " tensors");
+  }
+  for (size_t i = 0; i < placement.size(); ++i) {
+    if (placement[i] >= devices) {
+      return Status::InvalidArgument("the placement puts tensor '" + dir.tensors[i].name +
+                                     "' on device " + std::to_string(placement[i]) + " of " +
+                                     std::to_string(devices));
+    }
+  }
+  return placement;
+}
+
+}  // namespace
+
+Result<Plan> Place(const TensorDirectory& dir,
+                   const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                   const LoadRequest& request) {
+  Plan plan;
+  plan.split = request.split;
+  plan.devices = devices.size();
+  if (request.parts) {
+    plan.by_parts = true;
+    plan.parts = *request.parts;
+    return plan;
+  }
+  if (!request.placement.empty()) {
+    HOIST_ASSIGN_OR_RETURN(plan.placement, CheckedPlacement(dir, request, devices.size()));
+    return plan;
+  }
+  if (devices.size() < 2) return plan;
+  const std::string hint = "give it a smaller share (" + request.spelling.shares + ")";
+  if (!SplitMakesParts(request.split)) {
+    HOIST_ASSIGN_OR_RETURN(plan.placement, PlaceByLayer(dir, devices, request.shares, hint));
+    return plan;
+  }
+  HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules,
+                         ReadCutRules(request, static_cast<uint32_t>(devices.size())));
+  plan.by_parts = true;
+  HOIST_ASSIGN_OR_RETURN(plan.parts,
+                         PlaceParts(dir, devices, request.split, request.shares, rules, hint));
+  return plan;
+}
+
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& request) {
+  HOIST_RETURN_IF_ERROR(CheckRequest(request));
+  const auto start = std::chrono::steady_clock::now();
+  HOIST_ASSIGN_OR_RETURN(auto devices, OpenRequestDevices(request));
+  const double device_open = SecondsSince(start);
+  HOIST_ASSIGN_OR_RETURN(Plan plan, Place(dir, devices, request));
+  if (plan.by_parts) HOIST_RETURN_IF_ERROR(CheckParts(request));  // a split's, on several devices
+  LoadOptions options = request.options;
+  std::unique_ptr<TensorDirectory> parts;
+  Result<std::unique_ptr<LoadedModel>> loaded = Status::Internal("not loaded");
+  if (plan.by_parts) {
+    if (!request.parts_on_one_device) {  // regions are the caller's to compare: no directory
+      HOIST_ASSIGN_OR_RETURN(TensorDirectory part_dir, RegionDirectory(dir, plan.parts));
+      parts = std::make_unique<TensorDirectory>(std::move(part_dir));
+    }
+    loaded = LoadRegions(dir, devices, plan.parts, options);
+  } else {
+    options.placement = plan.placement;
+    loaded = Load(dir, devices, options);
+  }
+  if (!loaded.ok()) return loaded.status();
+  (*loaded)->report.phases.device_open = device_open;
+  return CompletedLoad(dir, std::move(loaded).value(), std::move(plan), std::move(parts),
+                       !request.parts_on_one_device);
+}
+
+Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
+                                                const LoadRequest& request, uint32_t devices) {
+  if (!request.split_plan.empty() && request.split != Split::kTensor) {
+    return Status::InvalidArgument(request.spelling.split_plan + " is for " +
+                                   request.spelling.split + " tensor");
+  }
+  HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules, ReadCutRules(request, devices));
+  return CutModel(dir, request.split, devices, request.shares, rules);
+}
+
+Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,
+                                 uint32_t rank, uint32_t world, const AllGather& all_gather) {
+  const LoadOptions& o = request.options;
+  if (!o.names.empty() || !request.placement.empty() || o.checksum || o.destination ||
+      o.destinations_when_needed || request.parts) {
+    return Status::InvalidArgument(
+        "rank mode takes no names, placement, checksum, destinations or parts");
+  }
+  HOIST_RETURN_IF_ERROR(CheckRequest(request));
+  HOIST_ASSIGN_OR_RETURN(const std::vector<TensorRegion> cut,
+                         CutForDevices(dir, request, world == 0 ? 1 : world));
+  const auto start = std::chrono::steady_clock::now();
+  HOIST_ASSIGN_OR_RETURN(auto devices, OpenDevices(request.device, request.spelling.device));
+  if (devices.size() != 1) {
+    return Status::InvalidArgument("rank mode loads onto one device per process");
+  }
+  const double device_open = SecondsSince(start);
+  std::vector<TensorRegion> mine;
+  HOIST_ASSIGN_OR_RETURN(
+      std::unique_ptr<LoadedModel> model,
+      LoadRank(dir, devices.front(), cut, rank, world, all_gather, request.options, &mine));
+  model->report.phases.device_open = device_open;
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory part_dir, RegionDirectory(dir, mine));
+  Plan plan;
+  plan.split = request.split;
+  plan.by_parts = true;
+  plan.parts = std::move(mine);
+  return CompletedLoad(dir, std::move(model), std::move(plan),
+                       std::make_unique<TensorDirectory>(std::move(part_dir)), true);
+}
+
+Result<std::vector<Mismatch>> Verify(CompletedLoad& loaded, int threads, size_t max_reported,
+                                     double stall_timeout_s) {
+  if (!loaded.verifiable()) {
+    return Status::InvalidArgument("a load of regions is checked against its own bytes only");
+  }
+  return Verify(loaded.directory(), loaded.model(), threads, max_reported, stall_timeout_s);
+}
+
+}  // namespace hoist

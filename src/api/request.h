@@ -1,0 +1,132 @@
+// The one way the front ends open a model and load it: the C API (api/c_api.cpp, and Python
+// through it) and the CLI's load, verify and inspect. Every rule of which options go together,
+// the placement across devices, the load and the verification of what was loaded live here, so
+// that a front end only translates its own spelling of a request. Doctor, bench and
+// make-sample reach the layers below directly, as LevelDB's db_bench does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "device/checked_device.h"
+#include "format/tensor_directory.h"
+#include "io/shared_bytes.h"
+#include "io/storage.h"
+#include "pipeline/loader.h"
+#include "plan/load_plan.h"
+#include "plan/split.h"
+
+namespace hoist {
+
+// Where a model's bytes are: a path (a file, an index, a directory of shards, the first GGUF
+// split) in `storage`, or the bytes of one safetensors or GGUF file held in memory, which
+// `path` then names in messages.
+struct ModelSource {
+  std::string path;
+  std::shared_ptr<Storage> storage;  // null: the local file system
+  std::optional<SharedBytes> bytes;  // set: the model is these bytes (storage must be null)
+};
+
+// The model's directory, its names indexed; rules it bends are in its warnings.
+Result<TensorDirectory> OpenModel(const ModelSource& source);
+
+// How a front end spells the options the rules name, so that an error names what its user wrote
+// ("--tensor-split" on the command line, "split_shares" in the C API).
+struct OptionSpelling {
+  std::string device = "device";
+  std::string split = "split";
+  std::string shares = "split_shares";
+  std::string split_plan = "split_plan";
+  std::string checksum = "checksum";
+  std::string names = "names";
+};
+
+struct LoadRequest {
+  std::string device = "auto";      // one device, or several joined by commas
+  Split split = Split::kLayer;      // how several devices share the model
+  std::vector<double> shares;       // one per device; empty: layer by free memory, else equal
+  std::string split_plan;           // a plan file's path (ParseCutRules); Split::kTensor only
+  std::vector<uint32_t> placement;  // whole tensors: per directory tensor, a device index
+  // Parts the caller chose (the C API's regions and parts): they are the load, not the split.
+  std::optional<std::vector<TensorRegion>> parts;
+  bool parts_on_one_device = false;  // the C API's regions: one device, the caller's memory
+  LoadOptions options;  // settings, names, callbacks; strides and read_groups are the planner's
+  OptionSpelling spelling;
+};
+
+// Every rule of which options go together that needs nothing opened: OK, or kInvalidArgument
+// naming the options as the request spells them.
+Status CheckRequest(const LoadRequest& request);
+
+// The request's devices, opened in order (the same GPU named twice is refused).
+Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenRequestDevices(const LoadRequest& request);
+
+// Where a load puts the model: whole tensors on devices by `placement` (empty: all on the first
+// device), or, for a split into parts or parts the caller chose, `parts`.
+struct Plan {
+  Split split = Split::kLayer;
+  size_t devices = 1;
+  bool by_parts = false;
+  std::vector<uint32_t> placement;
+  std::vector<TensorRegion> parts;
+};
+
+// The plan for dir on devices, each device checked to hold what it gets (kDeviceError with the
+// numbers and how to ask for less otherwise). Opens nothing beyond reading a plan file.
+Result<Plan> Place(const TensorDirectory& dir,
+                   const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                   const LoadRequest& request);
+
+// A finished load and the directory it answers to: tensor i of directory() is what the model's
+// tensor i holds (the model's own tensor, or part i of a load of parts).
+// Thread safety: as LoadedModel's. REQUIRES: the model's directory outlives it.
+class CompletedLoad {
+ public:
+  CompletedLoad(const TensorDirectory& model_dir, std::unique_ptr<LoadedModel> model, Plan plan,
+                std::unique_ptr<TensorDirectory> parts, bool verifiable)
+      : model_dir_(&model_dir),
+        model_(std::move(model)),
+        plan_(std::move(plan)),
+        parts_(std::move(parts)),
+        verifiable_(verifiable) {}
+
+  const TensorDirectory& directory() const { return parts_ ? *parts_ : *model_dir_; }
+  LoadedModel& model() const { return *model_; }
+  const Plan& plan() const { return plan_; }
+  // Whether Verify can compare it with the file: not for regions in the caller's memory, which
+  // the caller compares itself.
+  bool verifiable() const { return verifiable_; }
+
+ private:
+  const TensorDirectory* model_dir_;
+  std::unique_ptr<LoadedModel> model_;
+  Plan plan_;
+  std::unique_ptr<TensorDirectory> parts_;
+  bool verifiable_;
+};
+
+// Checks the request, opens its devices, places dir on them and loads it. The time the devices
+// took to open is the report's phases.device_open.
+Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& request);
+
+// Rank `rank` of a job of `world` processes, one device each (the request's device): this
+// rank's parts of the request's split, cut for `world` devices, its shared tensors gathered by
+// all_gather (LoadRank in pipeline/loader.h). directory() is this rank's parts.
+Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,
+                                 uint32_t rank, uint32_t world, const AllGather& all_gather);
+
+// The parts `request.split` gives `devices` devices without opening one or checking memory
+// (what a rank of a job takes its share from).
+Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
+                                                const LoadRequest& request, uint32_t devices);
+
+// Reads every loaded tensor back and compares it with the file (Verify in pipeline/loader.h);
+// kInvalidArgument for a load that is not verifiable().
+Result<std::vector<Mismatch>> Verify(CompletedLoad& loaded, int threads, size_t max_reported,
+                                     double stall_timeout_s);
+
+}  // namespace hoist
