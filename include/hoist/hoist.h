@@ -60,9 +60,10 @@ typedef void* (*hoist_destination_fn)(void* user, size_t index, const hoist_tens
 typedef void (*hoist_tensor_loaded_fn)(void* user, size_t index);
 
 typedef struct hoist_load_options {
-  uint32_t struct_size;     /* set by hoist_load_options_init */
-  const char* device;       /* "auto" (default), "host", "sim[:k=v,...]", "cuda:N" */
-  int threads;              /* reader threads, 0 to 1024; 0: chosen from the machine */
+  uint32_t struct_size; /* set by hoist_load_options_init */
+  const char*
+      device;  /* "auto" (default), "host", "sim[:k=v,...]", "gpu:N" (or "cuda:N", "hip:N") */
+  int threads; /* reader threads, 0 to 1024; 0: chosen from the machine */
   uint64_t chunk_bytes;     /* 4 KiB to 1 GiB; 0: default (4 MiB) */
   uint64_t staging_bytes;   /* staging budget, at most half the machine's memory; 0: two
                                chunks per reader */

@@ -192,7 +192,9 @@ def hoist_device(device):
                 raise UnavailableError(f"device '{device}': there are "
                                        f"{torch.cuda.device_count()} CUDA devices here",
                                        "unavailable")
-            return f"cuda:{index}", torch.device("cuda", index)
+            # The vendor-neutral name: a ROCm torch calls its GPUs "cuda" too, and a HIP build
+            # of hoist answers to "gpu:N" as a CUDA build does.
+            return f"gpu:{index}", torch.device("cuda", index)
         raise HoistError(f"device '{device}' is not supported: cpu or cuda[:N]", "invalid argument")
     if str(device) != "cpu":
         raise HoistError(f"device '{device}' needs torch; without it hoist loads to 'cpu' only",

@@ -10,9 +10,10 @@
 namespace hoist::cli {
 
 void AddDeviceFlags(CLI::App* cmd, DeviceFlags& flags) {
-  cmd->add_option("--device", flags.device,
-                  "auto, host, sim[:key=value,...] or cuda:N; several joined by commas "
-                  "(cuda:0,cuda:1) place the model across them")
+  cmd->add_option(
+         "--device", flags.device,
+         "auto, host, sim[:key=value,...], gpu:N or cuda:N (hip:N); several joined by commas "
+         "(cuda:0,cuda:1) place the model across them")
       ->default_str("auto");
   cmd->add_option("--split", flags.split,
                   "how a model is placed across several devices: layer (consecutive layers per "

@@ -79,7 +79,7 @@ class Doctor {
       if (has) can += (can.empty() ? "" : ", ") + std::string(what);
     };
     add(c.async_copies, "async copies");
-    add(c.needs_pinned_staging, "needs pinned staging");
+    add(c.needs_pinned_staging(), "needs pinned staging");
     add(c.pageable_copies_can_hang, "pageable copies can hang");
     add(c.can_abandon, "can abandon copies");
     add(c.caches_pinned_memory, "keeps pinned memory for the next load");
@@ -93,7 +93,7 @@ class Doctor {
                                 {"description", d.description},
                                 {"total_memory_bytes", d.total_memory},
                                 {"async_copies", c.async_copies},
-                                {"needs_pinned_staging", c.needs_pinned_staging},
+                                {"needs_pinned_staging", c.needs_pinned_staging()},
                                 {"pageable_copies_can_hang", c.pageable_copies_can_hang},
                                 {"can_abandon", c.can_abandon},
                                 {"caches_pinned_memory", c.caches_pinned_memory},

@@ -23,11 +23,22 @@ enum class DeviceKind : uint8_t {
 // "host", "sim", "gpu".
 const char* DeviceKindName(DeviceKind kind);
 
-// What a device can do, for the policies that differ by device (none reads a device's name).
+// Which pinned memory a device's copies read from. Devices of one load in the same domain share
+// its staging buffers; kNone copies from any host memory.
+enum class StagingDomain : uint8_t {
+  kNone,
+  kGpuPinned,  // portable pinned memory, which every GPU of the process reads
+  kSimPinned,  // the sims' modelled pinned memory
+};
+
+// What a device can do, for the policies that differ by device (none reads a device's name
+// or kind).
 struct DeviceCapabilities {
   bool async_copies = false;  // copies run on an engine or threads while the caller goes on
-  // Copies from pageable memory are slow or, on some engines, may hang: staging is pinned.
-  bool needs_pinned_staging = false;
+  // Copies from pageable memory are slow or, on some engines, may hang: staging is pinned, from
+  // this domain.
+  StagingDomain staging_domain = StagingDomain::kNone;
+  bool needs_pinned_staging() const { return staging_domain != StagingDomain::kNone; }
   // A pageable or file-backed copy can stop the copy engine from ever signalling completion
   // (ROCm's SDMA path past ~30 GiB): hoist never hands it one above kPageableCopyBytes.
   bool pageable_copies_can_hang = false;

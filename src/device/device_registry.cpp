@@ -1,10 +1,12 @@
-// Opening a device by name; the one place that knows which backends this build has.
+// Opening a device by name through the backend table (device/backends.h).
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "device/backends.h"
 #include "device/checked_device.h"
 #include "device/device.h"
 #include "device/sim_device.h"
@@ -36,39 +38,91 @@ int HostWorkers() {
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 8u));
 }
 
-Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
-  if (spec == "host") return MakeHostDevice(HostWorkers());
-  if (spec == "sim" || spec.rfind("sim:", 0) == 0) {
-    HOIST_ASSIGN_OR_RETURN(SimOptions options,
-                           ParseSimOptions(spec.size() > 4 ? spec.substr(4) : std::string()));
-    return MakeSimDevice(options);
-  }
-  const size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  if (kind == "cuda" || kind == "hip" || kind == "gpu") {
+// "cuda:N", "hip:N" or the vendor-neutral "gpu:N": the GPU backend this build has.
+Result<std::unique_ptr<Device>> OpenGpu(const std::string& prefix, const std::string& rest) {
+  const std::string spec = rest.empty() ? prefix : prefix + ":" + rest;
 #if defined(HOIST_HAVE_GPU)
-    if (kind != "gpu" && kind != kGpuPrefix) {
-      return Status::Unavailable(spec + ": this build has the " + kGpuPrefix + " backend, not " +
-                                 kind);
+  if (prefix != "gpu" && prefix != kGpuPrefix) {
+    return Status::Unavailable(spec + ": this build has the " + kGpuPrefix + " backend, not " +
+                               prefix);
+  }
+  int ordinal = 0;
+  if (!rest.empty()) {
+    try {
+      size_t used = 0;
+      ordinal = std::stoi(rest, &used);
+      if (used != rest.size()) throw std::invalid_argument("trailing");
+    } catch (...) {
+      return Status::InvalidArgument("bad device '" + spec + "': expected " + prefix + ":N");
     }
-    int ordinal = 0;
-    if (colon != std::string::npos) {
-      try {
-        size_t used = 0;
-        ordinal = std::stoi(spec.substr(colon + 1), &used);
-        if (used != spec.size() - colon - 1) throw std::invalid_argument("trailing");
-      } catch (...) {
-        return Status::InvalidArgument("bad device '" + spec + "': expected " + kind + ":N");
-      }
-    }
-    return MakeGpuDevice(ordinal, kGpuStreams);
+  }
+  return MakeGpuDevice(ordinal, kGpuStreams);
 #else
-    return Status::Unavailable(spec + ": this build of hoist has no " + kind +
-                               " backend (rebuild with -DHOIST_CUDA=ON or -DHOIST_HIP=ON)");
+  return Status::Unavailable(spec + ": this build of hoist has no " + prefix +
+                             " backend (rebuild with -DHOIST_CUDA=ON or -DHOIST_HIP=ON)");
 #endif
+}
+
+std::vector<DeviceInfo> ListGpus() {
+  std::vector<DeviceInfo> devices;
+#if defined(HOIST_HAVE_GPU)
+  const int gpus = GpuDeviceCount();
+  devices.reserve(static_cast<size_t>(std::max(gpus, 0)));
+  for (int ordinal = 0; ordinal < gpus; ++ordinal) devices.push_back(DescribeGpu(ordinal));
+#endif
+  return devices;
+}
+
+// The built-in kinds, GPUs first (what "auto" prefers).
+std::vector<DeviceBackend> BuiltInBackends() {
+  std::vector<DeviceBackend> rows;
+  rows.push_back({{"cuda", "hip", "gpu"}, OpenGpu, ListGpus, [] {
+#if defined(HOIST_HAVE_GPU)
+                    if (GpuDeviceCount() > 0) return std::string(kGpuPrefix) + ":0";
+#endif
+                    return std::string();
+                  }});
+  rows.push_back({{"host"},
+                  [](const std::string&, const std::string& rest) {
+                    if (!rest.empty()) {
+                      return Result<std::unique_ptr<Device>>(
+                          Status::InvalidArgument("bad device 'host:" + rest +
+                                                  "': host takes no "
+                                                  "options"));
+                    }
+                    return MakeHostDevice(HostWorkers());
+                  },
+                  [] { return std::vector<DeviceInfo>{HostDeviceInfo(HostWorkers())}; },
+                  [] { return std::string(); }});
+  rows.push_back(
+      {{"sim"},
+       [](const std::string&, const std::string& rest) -> Result<std::unique_ptr<Device>> {
+         HOIST_ASSIGN_OR_RETURN(SimOptions options, ParseSimOptions(rest));
+         return MakeSimDevice(options);
+       },
+       [] { return std::vector<DeviceInfo>{DescribeSimDevice(SimOptions{})}; },
+       [] { return std::string(); }});
+  return rows;
+}
+
+std::mutex g_registered_mutex;
+std::vector<DeviceBackend>& Registered() {
+  static std::vector<DeviceBackend> rows;
+  return rows;
+}
+
+Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string prefix = spec.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  for (const DeviceBackend& backend : DeviceBackends()) {
+    for (const std::string& p : backend.prefixes) {
+      if (p == prefix) return backend.open(prefix, rest);
+    }
   }
   return Status::InvalidArgument("unknown device '" + spec +
-                                 "': expected auto, host (or cpu), sim[:options] or cuda[:N]");
+                                 "': expected auto, host (or cpu), sim[:options], gpu[:N] or "
+                                 "cuda[:N]");
 }
 
 // The names torch, transformers and accelerate users write, as hoist's: "cpu" is the host,
@@ -81,14 +135,30 @@ std::string CanonicalDeviceName(const std::string& spec) {
 
 }  // namespace
 
+void RegisterDeviceBackend(DeviceBackend backend) {
+  std::lock_guard<std::mutex> lock(g_registered_mutex);
+  Registered().push_back(std::move(backend));
+}
+
+std::vector<DeviceBackend> DeviceBackends() {
+  std::vector<DeviceBackend> rows = BuiltInBackends();
+  std::lock_guard<std::mutex> lock(g_registered_mutex);
+  rows.insert(rows.end(), Registered().begin(), Registered().end());
+  return rows;
+}
+
 Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec_as_given) {
   const std::string spec = CanonicalDeviceName(spec_as_given);
   std::string chosen = spec;
   if (spec == "auto") {
     chosen = "host";
-#if defined(HOIST_HAVE_GPU)
-    if (GpuDeviceCount() > 0) chosen = std::string(kGpuPrefix) + ":0";
-#endif
+    for (const DeviceBackend& backend : DeviceBackends()) {
+      const std::string preferred = backend.preferred ? backend.preferred() : std::string();
+      if (!preferred.empty()) {
+        chosen = preferred;
+        break;
+      }
+    }
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
   return std::make_shared<CheckedDevice>(std::move(backend));
@@ -149,13 +219,10 @@ const char* DeviceKindName(DeviceKind kind) {
 
 std::vector<DeviceInfo> ListDevices() {
   std::vector<DeviceInfo> devices;
-#if defined(HOIST_HAVE_GPU)
-  const int gpus = GpuDeviceCount();
-  devices.reserve(static_cast<size_t>(gpus) + 2);
-  for (int ordinal = 0; ordinal < gpus; ++ordinal) devices.push_back(DescribeGpu(ordinal));
-#endif
-  devices.push_back(HostDeviceInfo(HostWorkers()));
-  devices.push_back(DescribeSimDevice(SimOptions{}));
+  for (const DeviceBackend& backend : DeviceBackends()) {
+    if (!backend.list) continue;
+    for (DeviceInfo& info : backend.list()) devices.push_back(std::move(info));
+  }
   return devices;
 }
 

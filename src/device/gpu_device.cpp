@@ -294,7 +294,7 @@ DeviceInfo DescribeGpu(int ordinal) {
   }
   DeviceCapabilities& caps = info.capabilities;
   caps.async_copies = true;
-  caps.needs_pinned_staging = true;
+  caps.staging_domain = StagingDomain::kGpuPinned;
 #if defined(HOIST_GPU_HIP)
   caps.pageable_copies_can_hang = true;
 #endif

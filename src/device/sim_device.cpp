@@ -49,7 +49,7 @@ DeviceInfo SimDeviceInfo(const SimOptions& options) {
                   options.mem == UINT64_MAX ? AvailableMemoryBytes() : options.mem,
                   {}};
   info.capabilities.async_copies = true;
-  info.capabilities.needs_pinned_staging = true;  // it models a DMA engine
+  info.capabilities.staging_domain = StagingDomain::kSimPinned;  // it models a DMA engine
   info.capabilities.pageable_copies_can_hang = options.reject_pageable;
   info.capabilities.can_abandon = options.abandon;
   return info;

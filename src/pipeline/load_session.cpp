@@ -316,10 +316,7 @@ Status LoadSession::Prepare() {
   layout_.read_groups = options_.read_groups;
   layout_.forward_replicas = ForwardReplicas();
   for (const auto& d : devices_) {
-    // GPUs' staging is portable pinned memory, and a sim's counts as pinned for every sim.
-    layout_.staging_domain.push_back(!d->capabilities().needs_pinned_staging ? 0
-                                     : d->kind() == DeviceKind::kGpu         ? 1
-                                                                             : 2);
+    layout_.staging_domain.push_back(static_cast<uint32_t>(d->capabilities().staging_domain));
   }
   double plan_s = Seconds(start_);
 

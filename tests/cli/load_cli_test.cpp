@@ -59,7 +59,7 @@ TEST_F(LoadCliTest, DeviceNamesAsTorchUsersWriteThem) {
   EXPECT_EQ(nlohmann::json::parse(cpu.out)["device"], "host");
   auto bad = RunHoist({"load", model_, "--device", "tpu:0", "--quiet"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find("expected auto, host (or cpu), sim[:options] or cuda[:N]"),
+  EXPECT_NE(bad.err.find("expected auto, host (or cpu), sim[:options], gpu[:N] or cuda[:N]"),
             std::string::npos)
       << bad.err;
 }

@@ -25,14 +25,14 @@ TEST(DeviceRegistryTest, ListsHostAndSimWithTheirCapabilities) {
   ASSERT_NE(host, nullptr);
   ASSERT_NE(sim, nullptr);
   EXPECT_EQ(host->kind, DeviceKind::kHost);
-  EXPECT_FALSE(host->capabilities.needs_pinned_staging);
+  EXPECT_FALSE(host->capabilities.needs_pinned_staging());
   EXPECT_TRUE(host->capabilities.can_abandon);
   EXPECT_EQ(sim->kind, DeviceKind::kSim);
-  EXPECT_TRUE(sim->capabilities.needs_pinned_staging);
+  EXPECT_TRUE(sim->capabilities.needs_pinned_staging());
   EXPECT_FALSE(sim->capabilities.pageable_copies_can_hang);
   for (const DeviceInfo& d : devices) {
     if (d.kind != DeviceKind::kGpu) continue;
-    EXPECT_TRUE(d.capabilities.needs_pinned_staging) << d.name;
+    EXPECT_TRUE(d.capabilities.needs_pinned_staging()) << d.name;
     EXPECT_FALSE(d.capabilities.can_abandon) << d.name;
   }
 }
