@@ -83,6 +83,16 @@ for stage in "${stages[@]}"; do
           || { echo "$consumer did not load the corpus model" >&2; exit 1; }
       done
       echo "a C-only CMake project, cc with pkg-config and cc with libhoist.so build and run examples/load_model.c"
+      # The device harness that judges a change (bench/gpu/ab.sh), run on a sim with this build
+      # as both sides: it must still run end to end and print every row side by side.
+      rm -rf build/ab-smoke
+      OUT=build/ab-smoke/out HOIST_MODEL_DIR=build/ab-smoke/model HOIST_DEVICE=sim HOIST_SIZE=16MiB \
+        bash bench/gpu/ab.sh build build >/dev/null 2>&1 || true
+      for row in "hoist            warm" "hoist            cold" "hoist-buffered   cold"; do
+        grep -q "^$row .*B/A [0-9]" build/ab-smoke/out/ab.txt 2>/dev/null \
+          || { echo "bench/gpu/ab.sh on a sim printed no '$row' row" >&2; cat build/ab-smoke/out/log.txt >&2; exit 1; }
+      done
+      echo "bench/gpu/ab.sh runs end to end on a sim"
       ;;
     tidy)
       banner "clang-tidy (.clang-tidy, warnings as errors) on src/"

@@ -38,6 +38,22 @@ struct Finding {
   std::string why;
 };
 
+// Why 4 MiB chunks, from this machine's own copies: a chunk is one copy, so it wants the large
+// copies' rate without the buffers growing out of the CPU's cache.
+std::string ChunkReason(const Result<Throughput>& small, const Result<Throughput>& large) {
+  std::string why = "one read and one copy each; ";
+  if (small.ok() && large.ok()) {
+    char rates[160];
+    std::snprintf(rates, sizeof rates,
+                  "here pinned copies of 1 MiB ran at %.2f GB/s and of 64 MiB at %.2f: ",
+                  small->gbps(), large->gbps());
+    why += rates;
+  }
+  return why +
+         "4 MiB is near the large copies' rate while two buffers per reader stay small (the "
+         "sweep behind it: docs/PERFORMANCE.md, \"Why the defaults\")";
+}
+
 class Doctor {
  public:
   // key: the JSON's name (snake_case, in GB/s); label: the table's.
@@ -199,10 +215,12 @@ int RunDoctor(const DoctorFlags& f) {
   const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
   doctor.Measured("pinned_allocation_gbps", "pinned allocation (64 MiB buffers)",
                   MeasurePinnedAllocation(dev, 64 * kMiB, 8));
-  doctor.Measured("h2d_pinned_64mib_gbps", "host-to-device, pinned 64 MiB copies",
-                  MeasureHostToDevice(dev, 64 * kMiB, total, true, f.stall_timeout_s));
-  doctor.Measured("h2d_pinned_1mib_gbps", "host-to-device, pinned 1 MiB copies",
-                  MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, f.stall_timeout_s));
+  const Result<Throughput> h2d_large =
+      MeasureHostToDevice(dev, 64 * kMiB, total, true, f.stall_timeout_s);
+  const Result<Throughput> h2d_small =
+      MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, f.stall_timeout_s);
+  doctor.Measured("h2d_pinned_64mib_gbps", "host-to-device, pinned 64 MiB copies", h2d_large);
+  doctor.Measured("h2d_pinned_1mib_gbps", "host-to-device, pinned 1 MiB copies", h2d_small);
   doctor.Measured("h2d_pageable_64mib_gbps", "host-to-device, pageable 64 MiB",
                   MeasureHostToDevice(dev, 64 * kMiB, total / 4, false, f.stall_timeout_s));
   doctor.Measured("d2h_pinned_64mib_gbps", "device-to-host, pinned 64 MiB copies",
@@ -237,13 +255,12 @@ int RunDoctor(const DoctorFlags& f) {
           " CPUs, between 2 and 12: enough reads in "
           "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
   doctor.Setting("chunk_bytes", kDefaultChunkBytes, "chunk", FormatBytes(kDefaultChunkBytes),
-                 "per-read overhead well under 1%; on the H200 4 MiB chunks loaded at 51.6 "
-                 "GB/s, 2 MiB at 49.3, 8 MiB at 50.6 and 16 MiB at 38.4 (docs/PERFORMANCE.md)");
-  doctor.Setting(
-      "staging_bytes", staging, "staging", FormatBytes(staging),
-      "two pinned buffers per reader, one being read into while the other is copied (on the "
-      "H200 with 12 readers: 48 MiB 45.4 GB/s, 96 MiB 51.8, 192 MiB 51.0); 4 allocated before "
-      "streaming and the rest in the background; peak host memory stays near it");
+                 ChunkReason(h2d_small, h2d_large));
+  doctor.Setting("staging_bytes", staging, "staging", FormatBytes(staging),
+                 "two pinned buffers per reader, one being read into while the other is copied; "
+                 "4 allocated before streaming and the rest in the background; peak host "
+                 "memory stays near it (more buffers fall out of the CPU's cache before the "
+                 "copy engine reads them: docs/PERFORMANCE.md, \"Why the defaults\")");
   doctor.Setting(
       "copy_queues", dev.queues(), "copy queues", std::to_string(dev.queues()),
       gpu ? "copy streams, completion polled with events" : "copy workers of this backend");

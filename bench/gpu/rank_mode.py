@@ -1,0 +1,78 @@
+"""On the two-GPU machine, under torchrun: hoist's rank mode against the one-process figures.
+Each rank loads its part of the model with hoist.load_file(..., process_group=WORLD) (NCCL),
+split by tensor and replicated, warm, three rounds each; the first round of each is checked
+tensor by tensor against safetensors' get_slice of the same cut (bit-equal). Rank 0 prints one
+JSON line per round: the wall time until every rank is done and the model's bytes per second.
+
+Usage: torchrun --nproc-per-node 2 bench/gpu/rank_mode.py MODEL.safetensors
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import hoist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tp_safetensors_peer import cut  # noqa: E402  the same built-in rules
+
+
+def expected(f, name, rank, world, split):
+    s = f.get_slice(name)
+    shape = s.get_shape()
+    how = "replicate" if split == "replicate" else cut(name)
+    if how == "rows" and shape and shape[0] >= world:
+        n = shape[0]
+        return s[n * rank // world:n * (rank + 1) // world]
+    if how == "columns" and len(shape) == 2 and shape[1] >= world:
+        n = shape[1]
+        return s[:, n * rank // world:n * (rank + 1) // world]
+    return s[:]
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8),
+                                              b.contiguous().view(torch.uint8))
+
+
+def main():
+    path = sys.argv[1]
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    model_bytes = sum(t.nbytes for t in hoist.Model(path).tensors.values())
+    for split in ("tensor", "replicate"):
+        for round_ in range(3):
+            dist.barrier()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            got = hoist.load_file(path, device="cuda", split=split, process_group=dist.group.WORLD)
+            torch.cuda.synchronize()
+            dist.barrier()
+            wall = time.perf_counter() - start
+            mismatches = 0
+            if round_ == 0:
+                from safetensors import safe_open
+                device = f"cuda:{torch.cuda.current_device()}"
+                with safe_open(path, framework="pt", device=device) as f:
+                    for name in f.keys():
+                        if not same_bits(got[name], expected(f, name, rank, world, split)):
+                            mismatches += 1
+            count = torch.tensor([mismatches], device="cuda")
+            dist.all_reduce(count)
+            held = sum(t.numel() * t.element_size() for t in got.values())
+            del got
+            torch.cuda.empty_cache()
+            if rank == 0:
+                print(json.dumps({"split": split, "round": round_ + 1, "ranks": world,
+                                  "wall_s": wall, "gbps": model_bytes / wall / 1e9,
+                                  "rank0_bytes": held, "mismatches": int(count.item()),
+                                  "checked": round_ == 0}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
