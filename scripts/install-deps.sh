@@ -22,8 +22,9 @@ if ! $core; then
     # the Python module and its tests (Debian's torch is CPU-only)
     python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
     python3-torch python3-xxhash python3-tqdm
-    # the CLI's --json documents checked against docs/schemas; the stubs under mypy --strict
-    python3-jsonschema mypy
+    # the CLI's --json documents checked against docs/schemas; the stubs under mypy --strict;
+    # pyflakes over the Python code
+    python3-jsonschema mypy python3-pyflakes
   )
 fi
 missing=()

@@ -189,6 +189,18 @@ for stage in "${stages[@]}"; do
         [[ $version == "hoist "* ]] || { echo "$tool --version gave '$version'" >&2; exit 1; }
       done
       echo "python -m hoist and the hoist script run the installed tool: $version"
+      # One version: CMake's project(VERSION) in the package metadata, hoist.__version__ and the tool.
+      (cd /tmp && PYTHONPATH="$target" "$python" -c "
+import importlib.metadata, hoist, sys
+meta = importlib.metadata.version('hoist')
+tool = sys.argv[1].split()[1]
+assert hoist.__version__ == meta == tool, (hoist.__version__, meta, tool)
+print('one version everywhere:', meta)" "$version")
+      # A Python linter over the package, its tests and the harnesses (the vendored safetensors
+      # tests keep upstream's text).
+      find python/hoist python/tests bench scripts -name '*.py' -not -path '*/safetensors_reference/*' \
+        -print0 | xargs -0 "$python" -m pyflakes
+      echo "pyflakes: the package, its tests and the harnesses are clean"
       (cd /tmp && PYTHONPATH="$target" HOIST_CORPUS_DIR="$OLDPWD/tests/corpus" \
         HOIST_CLI="$OLDPWD/build/hoist" "$python" -m unittest discover -s "$OLDPWD/python/tests")
       # The installed stubs type-check a user's code under mypy --strict, and catch a misuse.

@@ -28,8 +28,8 @@ def main():
                                  "verified": not peers.get("unequal_tensors"), "peer": True})
     print(f"ceilings: h2d pinned {c['h2d_pinned_gbps']:.2f} GB/s, page cache read "
           f"{c['page_cache_read_gbps']:.2f} GB/s, direct read {c['direct_read_gbps'] or 0:.2f} GB/s")
-    print(f"| strategy | mode | GB/s | ratio to ceiling | peak host MiB | verified |")
-    print(f"|---|---|---:|---:|---:|---|")
+    print("| strategy | mode | GB/s | ratio to ceiling | peak host MiB | verified |")
+    print("|---|---|---:|---:|---:|---|")
     for r in bench["results"]:
         host = "" if r.get("peak_host_bytes") is None else f"{r['peak_host_bytes'] / 2**20:.0f}"
         print(f"| {r['strategy']} | {r['mode']} | {r['gbps']:.2f} | {100 * r['ratio_to_ceiling']:.0f}% | "

@@ -8,6 +8,7 @@ speed of the machine's slowest link.
 
 Torch is optional: without it, host loads return numpy arrays.
 """
+import importlib as _importlib
 import math as _math
 import os as _os
 from typing import NamedTuple as _NamedTuple, Tuple as _Tuple
@@ -613,5 +614,8 @@ def release_cached_memory():
 
 
 from ._stream import iter_tensors  # noqa: E402
-from . import gguf as gguf  # noqa: E402
-from . import torch as torch  # noqa: E402  (hoist.torch.load_into; imports torch lazily)
+
+# hoist.gguf and hoist.torch (load_into; it imports torch lazily): importing a submodule sets it
+# on the package, without a module-level name `torch` that the functions' own would shadow.
+for _submodule in ("gguf", "torch"):
+    _importlib.import_module(f"{__name__}.{_submodule}")

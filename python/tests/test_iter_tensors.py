@@ -1,6 +1,7 @@
 """hoist.iter_tensors: every tensor once, in file order, equal to load_file's; the memory read
 ahead stays within its bound; early exit and errors; progress through tqdm."""
 import gc
+import importlib.util
 import io
 import os
 import tempfile
@@ -102,9 +103,7 @@ class IterTensorsTest(unittest.TestCase):
             list(hoist.iter_tensors(self.paths, ahead_mib=-1))
 
     def test_progress_through_tqdm(self):
-        try:
-            import tqdm  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("tqdm") is None:
             self.skipTest("tqdm is not installed")
         class Terminal(io.StringIO):
             def isatty(self):

@@ -254,6 +254,83 @@ class SimDevice final : public Device {
 
 }  // namespace
 
+namespace {
+
+// One sim option: how its value is read into SimOptions.
+using SimOptionSetter = Status (*)(SimOptions& o, const std::string& key, const std::string& value);
+
+template <double SimOptions::*Field>
+Status SetRate(SimOptions& o, const std::string& /*key*/, const std::string& value) {
+  HOIST_ASSIGN_OR_RETURN(o.*Field, ParseByteRate(value));
+  return Status::Ok();
+}
+
+template <uint64_t SimOptions::*Field>
+Status SetSize(SimOptions& o, const std::string& /*key*/, const std::string& value) {
+  HOIST_ASSIGN_OR_RETURN(o.*Field, ParseByteSize(value));
+  return Status::Ok();
+}
+
+template <bool SimOptions::*Field>
+Status SetFlag(SimOptions& o, const std::string& key, const std::string& value) {
+  if (value != "0" && value != "1")
+    return Status::InvalidArgument("sim option " + key + " takes 0 or 1");
+  o.*Field = value == "1";
+  return Status::Ok();
+}
+
+Status SetLatency(SimOptions& o, const std::string& key, const std::string& value) {
+  HOIST_RETURN_IF_ERROR((SetSize<&SimOptions::latency_us>(o, key, value)));
+  // A million seconds: far past any stall timeout, still exact in 64-bit nanoseconds.
+  if (o.latency_us > 1'000'000'000'000) {
+    return Status::InvalidArgument("sim option latency_us takes at most 1000000000000");
+  }
+  return Status::Ok();
+}
+
+Status SetEngines(SimOptions& o, const std::string& /*key*/, const std::string& value) {
+  HOIST_ASSIGN_OR_RETURN(const uint64_t n, ParseByteSize(value));
+  if (n < 1 || n > 64) return Status::InvalidArgument("sim option engines takes 1 to 64");
+  o.engines = static_cast<int>(n);
+  return Status::Ok();
+}
+
+struct SimOptionRow {
+  const char* key;
+  SimOptionSetter set;
+};
+
+constexpr SimOptionRow kSimOptions[] = {
+    {"bandwidth", SetRate<&SimOptions::bandwidth>},
+    {"host_bandwidth", SetRate<&SimOptions::host_bandwidth>},
+    {"peer_bandwidth", SetRate<&SimOptions::peer_bandwidth>},
+    {"readback_bandwidth", SetRate<&SimOptions::readback_bandwidth>},
+    {"peers", SetFlag<&SimOptions::peers>},
+    {"abandon", SetFlag<&SimOptions::abandon>},
+    {"reject_pageable", SetFlag<&SimOptions::reject_pageable>},
+    {"latency_us", SetLatency},
+    {"mem", SetSize<&SimOptions::mem>},
+    {"pinned_limit", SetSize<&SimOptions::pinned_limit>},
+    {"stall_after", SetSize<&SimOptions::stall_after>},
+    {"fail_copy_after", SetSize<&SimOptions::fail_copy_after>},
+    {"corrupt_at", SetSize<&SimOptions::corrupt_at>},
+    {"engines", SetEngines},
+};
+
+Status SetSimOption(SimOptions& o, const std::string& item) {
+  const size_t eq = item.find('=');
+  if (eq == std::string::npos) {
+    return Status::InvalidArgument("sim option '" + item + "' has no '=value'");
+  }
+  const std::string key = item.substr(0, eq);
+  for (const SimOptionRow& row : kSimOptions) {
+    if (key == row.key) return row.set(o, key, item.substr(eq + 1));
+  }
+  return Status::InvalidArgument("unknown sim option '" + key + "'");
+}
+
+}  // namespace
+
 Result<SimOptions> ParseSimOptions(const std::string& text) {
   SimOptions o;
   size_t start = 0;
@@ -262,58 +339,7 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
     if (comma == std::string::npos) comma = text.size();
     const std::string item = text.substr(start, comma - start);
     start = comma + 1;
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) {
-      return Status::InvalidArgument("sim option '" + item + "' has no '=value'");
-    }
-    const std::string key = item.substr(0, eq);
-    const std::string value = item.substr(eq + 1);
-    auto size = [&](uint64_t* out) -> Status {
-      HOIST_ASSIGN_OR_RETURN(*out, ParseByteSize(value));
-      return Status::Ok();
-    };
-    if (key == "bandwidth") {
-      HOIST_ASSIGN_OR_RETURN(o.bandwidth, ParseByteRate(value));
-    } else if (key == "host_bandwidth") {
-      HOIST_ASSIGN_OR_RETURN(o.host_bandwidth, ParseByteRate(value));
-    } else if (key == "peer_bandwidth") {
-      HOIST_ASSIGN_OR_RETURN(o.peer_bandwidth, ParseByteRate(value));
-    } else if (key == "peers" || key == "abandon") {
-      if (value != "0" && value != "1")
-        return Status::InvalidArgument("sim option " + key + " takes 0 or 1");
-      (key == "peers" ? o.peers : o.abandon) = value == "1";
-    } else if (key == "readback_bandwidth") {
-      HOIST_ASSIGN_OR_RETURN(o.readback_bandwidth, ParseByteRate(value));
-    } else if (key == "latency_us") {
-      HOIST_RETURN_IF_ERROR(size(&o.latency_us));
-      // A million seconds: far past any stall timeout, still exact in 64-bit nanoseconds.
-      if (o.latency_us > 1'000'000'000'000) {
-        return Status::InvalidArgument("sim option latency_us takes at most 1000000000000");
-      }
-    } else if (key == "mem") {
-      HOIST_RETURN_IF_ERROR(size(&o.mem));
-    } else if (key == "pinned_limit") {
-      HOIST_RETURN_IF_ERROR(size(&o.pinned_limit));
-    } else if (key == "stall_after") {
-      HOIST_RETURN_IF_ERROR(size(&o.stall_after));
-    } else if (key == "fail_copy_after") {
-      HOIST_RETURN_IF_ERROR(size(&o.fail_copy_after));
-    } else if (key == "corrupt_at") {
-      HOIST_RETURN_IF_ERROR(size(&o.corrupt_at));
-    } else if (key == "reject_pageable") {
-      if (value != "0" && value != "1") {
-        return Status::InvalidArgument("sim option reject_pageable takes 0 or 1");
-      }
-      o.reject_pageable = value == "1";
-    } else if (key == "engines") {
-      uint64_t n = 0;
-      HOIST_RETURN_IF_ERROR(size(&n));
-      if (n < 1 || n > 64) return Status::InvalidArgument("sim option engines takes 1 to 64");
-      o.engines = static_cast<int>(n);
-    } else {
-      return Status::InvalidArgument("unknown sim option '" + key + "'");
-    }
+    if (!item.empty()) HOIST_RETURN_IF_ERROR(SetSimOption(o, item));
   }
   return o;
 }

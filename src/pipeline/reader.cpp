@@ -184,178 +184,255 @@ std::shared_ptr<InFlight> ReadIntoDestination(LoadJob& job, ReaderState& me, siz
   return entry;
 }
 
-}  // namespace
+// One reader thread's run. Each reader reads into its own staging buffers, starts its copies
+// on its own queue, and before reusing a buffer waits for the copies that last read from it
+// (KvikIO's and the plain staged loop's shape: no thread hands buffers around). The steps:
+// take a buffer, read a chunk (straight into its tensor, gathered, or staged), start its
+// copies (asking for destinations as they are needed), hand it to the checksums, and at the
+// end settle what is in flight.
+class Reader {
+ public:
+  Reader(LoadJob& job, int reader)
+      : job_(job),
+        me_(job.readers[static_cast<size_t>(reader)]),
+        lane_(*job.lanes[me_.lane]),
+        reader_(reader),
+        max_copy_(lane_.pool->max_copy_bytes()) {}
 
-// Each reader reads into its own staging buffers, starts its copies on its own queue, and
-// before reusing a buffer waits for the copies that last read from it (KvikIO's and the plain
-// staged loop's shape: no thread hands buffers around).
-void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
-  LoadJob& job = *job_ptr;
-  ReaderState& me = job.readers[static_cast<size_t>(reader)];
-  Lane& lane = *job.lanes[me.lane];
-  const uint64_t max_copy = lane.pool->max_copy_bytes();
-  std::deque<std::shared_ptr<InFlight>> mine;  // this reader's chunks in flight, oldest first
-  bool stopped = false;
-  while (!job.stop.load()) {
-    // A buffer: another from the pool while this reader holds fewer than its share (taking
-    // none that is not free), else its own whose copies started longest ago.
-    std::optional<StagingBuffer> buffer;
-    if (mine.size() < lane.buffers_per_reader) {
-      buffer = lane.pool->Acquire(mine.empty() ? kPoll : std::chrono::milliseconds(0));
+  void Run() {
+    while (!job_.stop.load()) {
+      std::optional<StagingBuffer> buffer;
+      const Step step = TakeBuffer(&buffer);
+      if (step == Step::kAgain) continue;
+      if (step == Step::kStop) break;
+      const size_t index = lane_.next_chunk.fetch_add(1);
+      if (index >= lane_.end_chunk) break;
+      if (!Process(index, std::move(buffer))) break;
     }
-    if (!buffer) {
-      if (mine.empty()) continue;
-      if (!WaitUntilDone(job, me, *mine.front())) {
-        stopped = true;
-        break;
-      }
-      Retire(job, *mine.front());
-      buffer = std::move(mine.front()->buffer);
-      mine.pop_front();
-      if (!*buffer) continue;  // it was read straight into its tensor: it held no buffer
+    Finish();
+  }
+
+ private:
+  enum class Step : uint8_t { kBuffer, kAgain, kStop };
+
+  // A buffer: another from the pool while this reader holds fewer than its share (taking none
+  // that is not free), else its own whose copies started longest ago (kAgain when that one
+  // was read straight into its tensor and held none, or nothing is in flight yet).
+  Step TakeBuffer(std::optional<StagingBuffer>* buffer) {
+    if (mine_.size() < lane_.buffers_per_reader) {
+      *buffer = lane_.pool->Acquire(mine_.empty() ? kPoll : std::chrono::milliseconds(0));
     }
-    const size_t index = lane.next_chunk.fetch_add(1);
-    if (index >= lane.end_chunk) break;
-    const Chunk& c = job.plan.chunks[index];
-    if (unsigned char* into = DestinationToReadInto(job, lane, c)) {
+    if (*buffer) return Step::kBuffer;
+    if (mine_.empty()) return Step::kAgain;
+    if (!WaitUntilDone(job_, me_, *mine_.front())) {
+      stopped_ = true;
+      return Step::kStop;
+    }
+    Retire(job_, *mine_.front());
+    *buffer = std::move(mine_.front()->buffer);
+    mine_.pop_front();
+    return **buffer ? Step::kBuffer : Step::kAgain;
+  }
+
+  // Reads chunk `index` and starts its copies; false when the reader is to stop.
+  bool Process(size_t index, std::optional<StagingBuffer> buffer) {
+    const Chunk& c = job_.plan.chunks[index];
+    if (unsigned char* into = DestinationToReadInto(job_, lane_, c)) {
       buffer.reset();  // back to the pool, for this reader's next staged chunk or another's
-      auto entry = ReadIntoDestination(job, me, index, into);
-      if (!entry) break;
-      mine.push_back(std::move(entry));
-      continue;
+      auto entry = ReadIntoDestination(job_, me_, index, into);
+      if (!entry) return false;
+      mine_.push_back(std::move(entry));
+      return true;
     }
-    me.since_ns.store(NowNs());
-    me.chunk.store(static_cast<int64_t>(index));
-    // A chunk of one column slice's rows whose pages are all cached: only its columns are
-    // copied out, packed (the copies to the device are then plain ones); else its rows' range.
     bool packed = false;
-    if (c.segments.size() == 1 && c.segments[0].rows > 0) {
-      const RowStride& stride = job.plan.strides[c.segments[0].tensor];
-      packed = job.files[c.file]->GatherCachedRows(c.offset, stride.width, stride.pitch,
-                                                   c.segments[0].rows, buffer->data());
-      if (packed) job.gathered_bytes.fetch_add(c.length);
-    }
-    auto data = packed ? Result<unsigned char*>(buffer->data())
-                       : job.files[c.file]->ReadCovering(c.offset, buffer->data(), c.length);
-    me.chunk.store(-1);
+    auto data = ReadStaged(index, *buffer, &packed);
     if (!data.ok()) {
-      job.Fail(data.status());
-      break;
+      job_.Fail(data.status());
+      return false;
     }
-    if (job.stop.load()) break;  // the destinations may be gone
-    job.read_bytes.fetch_add(c.length);
-    job.last_progress_ns.store(NowNs());
+    if (job_.stop.load()) return false;  // the destinations may be gone
+    job_.read_bytes.fetch_add(c.length);
+    job_.last_progress_ns.store(NowNs());
 
     auto entry = std::make_shared<InFlight>();
     entry->chunk = index;
     entry->buffer = std::move(*buffer);
-    // A copy started joins the chunk's; one that could not start fails the load.
-    auto keep = [&](Result<std::unique_ptr<CopyHandle>> copy, const CheckedDevice& device) {
-      if (!copy.ok()) {
-        job.Fail(copy.status().WithContext("copying " + job.Where(c) + " to " + device.name()));
-      } else {
-        entry->copies.push_back(std::move(copy).value());
-      }
-    };
-    // Starts the copies of the segments whose destinations are known; true if any is not.
-    auto start_copies = [&](std::vector<bool>* started) {
-      bool missing = false;
-      // No copy starts once the load has stopped: TearDown takes the gate before it settles
-      // the devices, so a copy started after that would touch memory being freed.
-      std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);
-      if (job.stop.load()) return false;
-      for (size_t k = 0; k < c.segments.size(); ++k) {
-        const Segment& s = c.segments[k];
-        if (started != nullptr && (*started)[k]) continue;
-        unsigned char* dest = job.dest[s.tensor].load(std::memory_order_acquire);
-        if (dest == nullptr) {
-          missing = true;
-          continue;
-        }
-        if (started != nullptr) (*started)[k] = true;
-        CheckedDevice& device = *job.lanes[s.device]->device;
-        const int queue = QueueOn(device, reader);
-        if (s.rows > 0 && !packed) {  // rows of a column slice: as many per copy as max_copy spans
-          const RowStride& stride = job.plan.strides[s.tensor];
-          const uint64_t per_copy =
-              max_copy <= stride.width ? 1 : (max_copy - stride.width) / stride.pitch + 1;
-          for (uint64_t r = 0; r < s.rows && !job.stop.load(); r += per_copy) {
-            const uint64_t n = std::min(per_copy, s.rows - r);
-            auto copy =
-                device.CopyRowsToDeviceAsync(dest + s.tensor_offset + r * stride.width,
-                                             data.value() + s.chunk_offset + r * stride.pitch,
-                                             stride.width, n, stride.pitch, queue, job.external);
-            keep(std::move(copy), device);
-          }
-          continue;
-        }
-        for (uint64_t off = 0; off < s.length && !job.stop.load(); off += max_copy) {
-          const uint64_t n = std::min(max_copy, s.length - off);
-          auto copy =
-              device.CopyToDeviceAsync(dest + s.tensor_offset + off,
-                                       data.value() + s.chunk_offset + off, n, queue, job.external);
-          keep(std::move(copy), device);
-        }
-      }
-      return missing;
-    };
-    // Hands the staged bytes to the checksums (once): before any wait of this reader's, as
-    // the pieces of a tensor are hashed in order and other readers may wait for this one's.
+    Staged staged{c, *entry, *data, packed};
     bool hashing = false;
-    auto hash = [&] {
-      if (hashing) return;
-      hashing = true;
-      if (job.checksums && !c.segments.empty()) {
-        job.checksums->Add(c, data.value(), entry);
-      } else {
-        entry->hashed.store(true, std::memory_order_release);
-      }
-    };
-    if (!job.destination) {
-      start_copies(nullptr);
-    } else {
-      std::vector<bool> started(c.segments.size(), false);
-      bool failed = false;
-      while (!failed && start_copies(&started) && !job.stop.load()) {
-        // Settle everything this reader has in flight, so that every tensor that can land
-        // without the missing destination is reported before the caller is asked for it
-        // (the caller may wait for those reports to make room); then ask for the first.
-        entry->landed.resize(c.segments.size(), false);
-        hash();
-        while (!mine.empty() && WaitUntilDone(job, me, *mine.front())) {
-          Retire(job, *mine.front());
-          mine.pop_front();
-        }
-        if (!mine.empty() || !WaitUntilDone(job, me, *entry, /*copies_only=*/true)) {
-          stopped = true;
-          break;
-        }
-        for (size_t k = 0; k < c.segments.size(); ++k) {
-          if (started[k]) Land(job, *entry, k);
-        }
-        const auto first_missing =
-            std::find(started.begin(), started.end(), false) - started.begin();
-        failed = !ResolveDestination(job, c.segments[static_cast<size_t>(first_missing)].tensor);
-      }
-      if (stopped || failed) {
-        mine.push_back(entry);
-        break;
-      }
+    if (!job_.destination) {
+      StartCopies(staged, nullptr);
+    } else if (!CopyAsDestinationsComeIn(staged, entry, &hashing)) {
+      mine_.push_back(entry);
+      return false;
     }
     entry->submitted_ns = NowNs();
-    mine.push_back(entry);
-    if (job.stop.load()) break;
-    hash();
+    mine_.push_back(entry);
+    if (job_.stop.load()) return false;
+    Hash(staged, entry, &hashing);
+    return true;
   }
-  while (!stopped && !mine.empty()) {
-    if (!WaitUntilDone(job, me, *mine.front())) break;
-    Retire(job, *mine.front());
-    mine.pop_front();
+
+  // A chunk of one column slice's rows whose pages are all cached: only its columns are copied
+  // out, packed (*packed; the copies to the device are then plain ones); else its rows' range.
+  Result<unsigned char*> ReadStaged(size_t index, StagingBuffer& buffer, bool* packed) {
+    const Chunk& c = job_.plan.chunks[index];
+    me_.since_ns.store(NowNs());
+    me_.chunk.store(static_cast<int64_t>(index));
+    if (c.segments.size() == 1 && c.segments[0].rows > 0) {
+      const RowStride& stride = job_.plan.strides[c.segments[0].tensor];
+      *packed = job_.files[c.file]->GatherCachedRows(c.offset, stride.width, stride.pitch,
+                                                     c.segments[0].rows, buffer.data());
+      if (*packed) job_.gathered_bytes.fetch_add(c.length);
+    }
+    auto data = *packed ? Result<unsigned char*>(buffer.data())
+                        : job_.files[c.file]->ReadCovering(c.offset, buffer.data(), c.length);
+    me_.chunk.store(-1);
+    return data;
   }
-  if (!mine.empty()) {
-    std::lock_guard<std::mutex> lock(job.orphans_mutex);
-    job.orphans.insert(job.orphans.end(), mine.begin(), mine.end());
+
+  // A chunk read into staging, on its way to the devices.
+  struct Staged {
+    const Chunk& chunk;
+    InFlight& entry;
+    const unsigned char* data;
+    bool packed;
+  };
+
+  // A copy started joins the chunk's; one that could not start fails the load.
+  void Keep(const Staged& st, Result<std::unique_ptr<CopyHandle>> copy,
+            const CheckedDevice& device) {
+    if (!copy.ok()) {
+      job_.Fail(
+          copy.status().WithContext("copying " + job_.Where(st.chunk) + " to " + device.name()));
+    } else {
+      st.entry.copies.push_back(std::move(copy).value());
+    }
   }
+
+  // Starts the copies of the segments whose destinations are known (those not yet `started`,
+  // when given); true if any destination is not known.
+  bool StartCopies(const Staged& st, std::vector<bool>* started) {
+    bool missing = false;
+    // No copy starts once the load has stopped: TearDown takes the gate before it settles the
+    // devices, so a copy started after that would touch memory being freed.
+    std::shared_lock<std::shared_timed_mutex> gate(job_.copy_gate);
+    if (job_.stop.load()) return false;
+    for (size_t k = 0; k < st.chunk.segments.size(); ++k) {
+      const Segment& s = st.chunk.segments[k];
+      if (started != nullptr && (*started)[k]) continue;
+      unsigned char* dest = job_.dest[s.tensor].load(std::memory_order_acquire);
+      if (dest == nullptr) {
+        missing = true;
+        continue;
+      }
+      if (started != nullptr) (*started)[k] = true;
+      CheckedDevice& device = *job_.lanes[s.device]->device;
+      if (s.rows > 0 && !st.packed) {
+        StartRowCopies(st, s, dest, device);
+      } else {
+        StartPlainCopies(st, s, dest, device);
+      }
+    }
+    return missing;
+  }
+
+  // Rows of a column slice: as many per copy as max_copy_ spans.
+  void StartRowCopies(const Staged& st, const Segment& s, unsigned char* dest,
+                      CheckedDevice& device) {
+    const RowStride& stride = job_.plan.strides[s.tensor];
+    const uint64_t per_copy =
+        max_copy_ <= stride.width ? 1 : (max_copy_ - stride.width) / stride.pitch + 1;
+    for (uint64_t r = 0; r < s.rows && !job_.stop.load(); r += per_copy) {
+      const uint64_t n = std::min(per_copy, s.rows - r);
+      Keep(st,
+           device.CopyRowsToDeviceAsync(dest + s.tensor_offset + r * stride.width,
+                                        st.data + s.chunk_offset + r * stride.pitch, stride.width,
+                                        n, stride.pitch, QueueOn(device, reader_), job_.external),
+           device);
+    }
+  }
+
+  void StartPlainCopies(const Staged& st, const Segment& s, unsigned char* dest,
+                        CheckedDevice& device) {
+    for (uint64_t off = 0; off < s.length && !job_.stop.load(); off += max_copy_) {
+      const uint64_t n = std::min(max_copy_, s.length - off);
+      Keep(st,
+           device.CopyToDeviceAsync(dest + s.tensor_offset + off, st.data + s.chunk_offset + off, n,
+                                    QueueOn(device, reader_), job_.external),
+           device);
+    }
+  }
+
+  // Hands the staged bytes to the checksums (once): before any wait of this reader's, as the
+  // pieces of a tensor are hashed in order and other readers may wait for this one's.
+  void Hash(const Staged& st, const std::shared_ptr<InFlight>& entry, bool* hashing) {
+    if (*hashing) return;
+    *hashing = true;
+    if (job_.checksums && !st.chunk.segments.empty()) {
+      job_.checksums->Add(st.chunk, st.data, entry);
+    } else {
+      entry->hashed.store(true, std::memory_order_release);
+    }
+  }
+
+  // Destinations when needed: starts the copies whose destinations are known and, while one is
+  // missing, settles everything this reader has in flight (so that every tensor that can land
+  // without it is reported before the caller is asked: the caller may wait for those reports
+  // to make room), then asks for the first missing one. False when the load stopped or the
+  // caller gave none.
+  bool CopyAsDestinationsComeIn(const Staged& st, const std::shared_ptr<InFlight>& entry,
+                                bool* hashing) {
+    const Chunk& c = st.chunk;
+    std::vector<bool> started(c.segments.size(), false);
+    while (StartCopies(st, &started) && !job_.stop.load()) {
+      entry->landed.resize(c.segments.size(), false);
+      Hash(st, entry, hashing);
+      while (!mine_.empty() && WaitUntilDone(job_, me_, *mine_.front())) {
+        Retire(job_, *mine_.front());
+        mine_.pop_front();
+      }
+      if (!mine_.empty() || !WaitUntilDone(job_, me_, *entry, /*copies_only=*/true)) {
+        stopped_ = true;
+        return false;
+      }
+      for (size_t k = 0; k < c.segments.size(); ++k) {
+        if (started[k]) Land(job_, *entry, k);
+      }
+      const auto first_missing = std::find(started.begin(), started.end(), false) - started.begin();
+      if (!ResolveDestination(job_, c.segments[static_cast<size_t>(first_missing)].tensor)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Settles what is still in flight; what cannot be (the load stopped) is left to the
+  // tear-down as orphans.
+  void Finish() {
+    while (!stopped_ && !mine_.empty()) {
+      if (!WaitUntilDone(job_, me_, *mine_.front())) break;
+      Retire(job_, *mine_.front());
+      mine_.pop_front();
+    }
+    if (!mine_.empty()) {
+      std::lock_guard<std::mutex> lock(job_.orphans_mutex);
+      job_.orphans.insert(job_.orphans.end(), mine_.begin(), mine_.end());
+    }
+  }
+
+  LoadJob& job_;
+  ReaderState& me_;
+  Lane& lane_;
+  const int reader_;
+  const uint64_t max_copy_;
+  std::deque<std::shared_ptr<InFlight>> mine_;  // this reader's chunks in flight, oldest first
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+void ReaderLoop(const std::shared_ptr<LoadJob>& job_ptr, int reader) {
+  Reader(*job_ptr, reader).Run();
 }
 
 }  // namespace hoist

@@ -66,6 +66,35 @@ struct VerifyJob {
   }
 };
 
+// Compares piece [off, off + n) of item t (its file bytes from file_begin in from_file) row by
+// row (one run when the tensor is contiguous); records the first difference and returns true
+// when there is one.
+bool ReportFirstDifference(VerifyJob& job, const Item& t, uint64_t off, uint64_t n, uint64_t width,
+                           uint64_t pitch, uint64_t file_begin,
+                           const std::vector<unsigned char>& from_file,
+                           const std::vector<unsigned char>& from_device) {
+  const uint64_t first_row = off / width;
+  const uint64_t column = off % width;
+  for (uint64_t at = 0; at < n;) {
+    const uint64_t device_pos = off + at;
+    const uint64_t row = device_pos / width;
+    const uint64_t in_row = device_pos % width;
+    const uint64_t run = std::min(width - in_row, n - at);
+    const uint64_t file_pos = (row - first_row) * pitch + in_row - column;
+    if (std::memcmp(from_file.data() + file_pos, from_device.data() + at, run) != 0) {
+      uint64_t i = 0;
+      while (from_file[file_pos + i] == from_device[at + i]) ++i;
+      std::lock_guard<std::mutex> lock(job.mutex);
+      if (job.mismatches.size() < job.max_reported) {
+        job.mismatches.push_back({t.name, device_pos + i, file_begin + file_pos + i});
+      }
+      return true;
+    }
+    at += run;
+  }
+  return false;
+}
+
 // Compares item k piece by piece; false when the job stopped or failed.
 bool CompareItem(VerifyJob& job, size_t worker, size_t k, std::vector<unsigned char>& from_file,
                  std::vector<unsigned char>& from_device) {
@@ -102,23 +131,8 @@ bool CompareItem(VerifyJob& job, size_t worker, size_t k, std::vector<unsigned c
     }
     job.progress_ns.store(VerifyJob::Now());
     if (job.stop.load()) return false;
-    // Row by row (one run when the tensor is contiguous).
-    for (uint64_t at = 0; at < n;) {
-      const uint64_t device_pos = off + at;
-      const uint64_t row = device_pos / width;
-      const uint64_t in_row = device_pos % width;
-      const uint64_t run = std::min(width - in_row, n - at);
-      const uint64_t file_pos = (row - first_row) * pitch + in_row - column;
-      if (std::memcmp(from_file.data() + file_pos, from_device.data() + at, run) != 0) {
-        uint64_t i = 0;
-        while (from_file[file_pos + i] == from_device[at + i]) ++i;
-        std::lock_guard<std::mutex> lock(job.mutex);
-        if (job.mismatches.size() < job.max_reported) {
-          job.mismatches.push_back({t.name, device_pos + i, file_begin + file_pos + i});
-        }
-        return true;  // the tensor's first difference is enough
-      }
-      at += run;
+    if (ReportFirstDifference(job, t, off, n, width, pitch, file_begin, from_file, from_device)) {
+      return true;  // the tensor's first difference is enough
     }
   }
   return true;
@@ -138,8 +152,12 @@ void Worker(const std::shared_ptr<VerifyJob>& job, size_t worker) {
 
 }  // namespace
 
-Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
-                                     size_t max_reported, double stall_timeout_s) {
+namespace {
+
+// The job for the loaded tensors of model: the files reopened (and checked to be the ones
+// parsed), one item per loaded tensor.
+Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const LoadedModel& model,
+                                           size_t max_reported) {
   auto job = std::make_shared<VerifyJob>();
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, {}));
@@ -158,6 +176,11 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
                           model.placement.empty() ? 0 : model.placement[i]});
   }
   job->progress_ns.store(VerifyJob::Now());
+  return job;
+}
+
+// Up to `threads` workers (at least one, or the error of the first that could not start).
+Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& job, int threads) {
   std::vector<std::thread> pool;
   job->reading_back.assign(static_cast<size_t>(std::max(1, threads)), -1);
   for (size_t w = 0; w < job->reading_back.size(); ++w) {
@@ -174,67 +197,79 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
     }
     pool.push_back(std::move(thread).value());
   }
-  // The watchdog: the workers end, or a stop signal or a read-back without progress for
-  // stall_timeout_s ends the verify.
+  return pool;
+}
+
+// What a stalled verify was waiting on.
+std::string StalledAt(const VerifyJob& job) {
+  for (int64_t k : job.reading_back) {
+    if (k < 0) continue;
+    const Item& item = job.items[static_cast<size_t>(k)];
+    return "reading tensor '" + item.name + "' back from " + job.devices[item.device]->name();
+  }
+  return "reading the files";
+}
+
+// The watchdog: OK once the workers end; a stop signal, or a read-back without progress for
+// stall_timeout_s, is what ended the verify.
+Status Watch(VerifyJob& job, double stall_timeout_s) {
   const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(stall_timeout_s * 1e9));
-  Status ended;
-  {
-    std::unique_lock<std::mutex> lock(job->mutex);
-    while (job->running > 0) {
-      job->exited_cv.wait_for(lock, std::chrono::milliseconds(20));
-      if (job->running == 0) break;
-      if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) {
-        ended = stop;
-        break;
-      }
-      const auto idle = std::chrono::nanoseconds(VerifyJob::Now() - job->progress_ns.load());
-      if (idle > timeout) {
-        std::string where = "reading the files";
-        for (int64_t k : job->reading_back) {
-          if (k < 0) continue;
-          const Item& item = job->items[static_cast<size_t>(k)];
-          where =
-              "reading tensor '" + item.name + "' back from " + job->devices[item.device]->name();
-          break;
-        }
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
-        ended = Status::Stalled("verify: no progress for " + std::string(seconds) + ": " + where +
-                                " has not returned");
-        break;
-      }
+  std::unique_lock<std::mutex> lock(job.mutex);
+  while (job.running > 0) {
+    job.exited_cv.wait_for(lock, std::chrono::milliseconds(20));
+    if (job.running == 0) break;
+    if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) return stop;
+    const auto idle = std::chrono::nanoseconds(VerifyJob::Now() - job.progress_ns.load());
+    if (idle > timeout) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
+      return Status::Stalled("verify: no progress for " + std::string(seconds) + ": " +
+                             StalledAt(job) + " has not returned");
     }
   }
-  if (!ended.ok()) {
-    job->Fail(ended);
-    // Devices that can cut their copies short do; the workers then leave.
-    std::vector<bool> busy(job->devices.size(), false);
-    {
-      std::lock_guard<std::mutex> lock(job->mutex);
-      for (int64_t k : job->reading_back) {
-        if (k >= 0) busy[job->items[static_cast<size_t>(k)].device] = true;
-      }
+  return Status::Ok();
+}
+
+// Ends a verify that `ended`: devices that can cut their read-backs short do, and the workers
+// leave within the grace; false when one did not (its device's memory is then kept allocated,
+// the stuck workers left behind holding the job).
+bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
+  job.Fail(ended);
+  std::vector<bool> busy(job.devices.size(), false);
+  {
+    std::lock_guard<std::mutex> lock(job.mutex);
+    for (int64_t k : job.reading_back) {
+      if (k >= 0) busy[job.items[static_cast<size_t>(k)].device] = true;
     }
-    for (size_t d = 0; d < job->devices.size(); ++d) {
-      if (busy[d] && job->devices[d]->CanAbandon()) (void)job->devices[d]->Abandon();
-    }
-    std::unique_lock<std::mutex> lock(job->mutex);
-    job->exited_cv.wait_for(lock, kExitGrace, [&] { return job->running == 0; });
-    if (job->running > 0) {
-      // A read-back that never returns may still read its device's memory: that memory stays
-      // allocated, and the stuck workers are left behind holding the job.
-      for (int64_t k : job->reading_back) {
-        if (k < 0) continue;
-        const size_t d = job->items[static_cast<size_t>(k)].device;
-        job->devices[d]->set_free_on_destroy(false);
-        if (d < model.allocations.size()) model.allocations[d] = nullptr;  // leaked on purpose
-      }
-      lock.unlock();
-      for (std::thread& t : pool) t.detach();
-      return Status(ended.code(), ended.message() +
-                                      "; a read-back did not stop: the device memory it reads is "
-                                      "left allocated until the process exits");
-    }
+  }
+  for (size_t d = 0; d < job.devices.size(); ++d) {
+    if (busy[d] && job.devices[d]->CanAbandon()) (void)job.devices[d]->Abandon();
+  }
+  std::unique_lock<std::mutex> lock(job.mutex);
+  job.exited_cv.wait_for(lock, kExitGrace, [&] { return job.running == 0; });
+  if (job.running == 0) return true;
+  // A read-back that never returns may still read its device's memory.
+  for (int64_t k : job.reading_back) {
+    if (k < 0) continue;
+    const size_t d = job.items[static_cast<size_t>(k)].device;
+    job.devices[d]->set_free_on_destroy(false);
+    if (d < model.allocations.size()) model.allocations[d] = nullptr;  // leaked on purpose
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
+                                     size_t max_reported, double stall_timeout_s) {
+  HOIST_ASSIGN_OR_RETURN(std::shared_ptr<VerifyJob> job, MakeJob(dir, model, max_reported));
+  HOIST_ASSIGN_OR_RETURN(std::vector<std::thread> pool, StartWorkers(job, threads));
+  const Status ended = Watch(*job, stall_timeout_s);
+  if (!ended.ok() && !StopWorkers(*job, model, ended)) {
+    for (std::thread& t : pool) t.detach();
+    return Status(ended.code(), ended.message() +
+                                    "; a read-back did not stop: the device memory it reads is "
+                                    "left allocated until the process exits");
   }
   for (std::thread& t : pool) t.join();
   Status error;

@@ -98,30 +98,26 @@ std::vector<uint32_t> ReadersFor(const LoadPlan& plan, const std::vector<uint32_
   return lanes;
 }
 
-// A read group's chunks: its members' file ranges read once, each chunk's bytes copied to every
-// member that covers them (or, forwarding, 1/N to each and on from there). Its chunks are left
-// for the devices' readers that ReadersFor allows.
-Status PlanGroup(const TensorDirectory& dir, const std::vector<uint32_t>& members,
-                 uint64_t chunk_bytes, bool forward, LoadPlan& plan) {
-  const TensorEntry& first = dir.tensors[members[0]];
-  auto fail = [&](const std::string& why) {
-    return Status::InvalidArgument("read group of '" + first.name + "': " + why);
-  };
-  auto stride = [&](uint32_t i) { return plan.strides.empty() ? RowStride{} : plan.strides[i]; };
-  bool any_strided = false;
-  bool same_range = true;
-  uint64_t begin = UINT64_MAX;
+// A read group's members, as PlanGroup sees them.
+struct Group {
+  const TensorDirectory& dir;
+  const std::vector<uint32_t>& members;
+  uint64_t chunk_bytes;
+  LoadPlan& plan;
+  uint32_t file = 0;
+  uint64_t begin = UINT64_MAX;  // the members' file range
   uint64_t end = 0;
-  for (uint32_t i : members) {
-    const TensorEntry& t = dir.tensors[i];
-    if (t.file != first.file) return fail("its members lie in different files");
-    any_strided = any_strided || stride(i).width != 0;
-    same_range = same_range && t.offset == first.offset && t.nbytes == first.nbytes;
-    begin = std::min(begin, t.offset);
-    end = std::max(end, t.offset + t.nbytes);
+  bool any_strided = false;
+  bool same_range = true;  // every member is the same file range
+
+  RowStride stride(uint32_t i) const {
+    return plan.strides.empty() ? RowStride{} : plan.strides[i];
   }
-  const uint32_t file = first.file;
-  auto each_alone = [&] {
+  Status Fail(const std::string& why) const {
+    return Status::InvalidArgument("read group of '" + dir.tensors[members[0]].name + "': " + why);
+  }
+  // Each member read for its own device.
+  void EachAlone() const {
     for (uint32_t i : members) {
       if (stride(i).width != 0) {
         PlanRows(dir.tensors[i], i, plan.device_of[i], stride(i), chunk_bytes, plan);
@@ -129,94 +125,246 @@ Status PlanGroup(const TensorDirectory& dir, const std::vector<uint32_t>& member
         PlanRange(dir.tensors[i], i, plan.device_of[i], chunk_bytes, plan);
       }
     }
-  };
-  if (ReadersFor(plan, members).empty()) {
-    // No device's staging may feed all of them (host memory and a GPU's pinned memory, for
-    // a device that needs pinned memory): each member is read for its own device.
-    each_alone();
-    return Status::Ok();
   }
-  if (!any_strided) {
-    std::vector<uint32_t> devices;
-    devices.reserve(members.size());
-    for (uint32_t i : members) devices.push_back(plan.device_of[i]);
-    std::sort(devices.begin(), devices.end());
-    const bool distinct = std::adjacent_find(devices.begin(), devices.end()) == devices.end();
-    const bool forwarding = forward && same_range && distinct;
+};
+
+// Whole members: the group's range in chunks, each chunk's bytes to every member that covers
+// them, or, forwarding (one range on distinct devices), 1/N of each chunk to each member and on
+// to the others from there.
+void PlanWholeGroup(const Group& g, bool forward) {
+  LoadPlan& plan = g.plan;
+  std::vector<uint32_t> devices;
+  devices.reserve(g.members.size());
+  for (uint32_t i : g.members) devices.push_back(plan.device_of[i]);
+  std::sort(devices.begin(), devices.end());
+  const bool distinct = std::adjacent_find(devices.begin(), devices.end()) == devices.end();
+  const bool forwarding = forward && g.same_range && distinct;
+  if (forwarding) {
+    for (uint32_t i : g.members) {
+      for (uint32_t j : g.members) {
+        if (j != i) plan.replicas[i].push_back(j);
+      }
+    }
+  }
+  const uint64_t count = g.members.size();
+  for (uint64_t at = g.begin; at < g.end; at += g.chunk_bytes) {
+    const uint64_t n = std::min(g.chunk_bytes, g.end - at);
+    Chunk c{kUnassigned, g.file, at, n, {}};
     if (forwarding) {
-      for (uint32_t i : members) {
-        for (uint32_t j : members) {
-          if (j != i) plan.replicas[i].push_back(j);
-        }
+      const uint64_t piece = AlignUp((n + count - 1) / count, kPieceAlignment);
+      for (uint64_t k = 0; k < count && k * piece < n; ++k) {
+        const uint32_t i = g.members[k];
+        c.segments.push_back({i, k * piece, at - g.begin + k * piece,
+                              std::min(piece, n - k * piece), 0, plan.device_of[i], true});
+      }
+    } else {
+      for (uint32_t i : g.members) {
+        const TensorEntry& t = g.dir.tensors[i];
+        const uint64_t from = std::max(at, t.offset);
+        const uint64_t to = std::min(at + n, t.offset + t.nbytes);
+        if (from >= to) continue;
+        c.segments.push_back({i, from - at, from - t.offset, to - from, 0, plan.device_of[i]});
       }
     }
-    const uint64_t count = members.size();
-    for (uint64_t at = begin; at < end; at += chunk_bytes) {
-      const uint64_t n = std::min(chunk_bytes, end - at);
-      Chunk c{kUnassigned, file, at, n, {}};
-      if (forwarding) {
-        const uint64_t piece = AlignUp((n + count - 1) / count, kPieceAlignment);
-        for (uint64_t k = 0; k < count && k * piece < n; ++k) {
-          const uint32_t i = members[k];
-          c.segments.push_back({i, k * piece, at - begin + k * piece,
-                                std::min(piece, n - k * piece), 0, plan.device_of[i], true});
-        }
-      } else {
-        for (uint32_t i : members) {
-          const TensorEntry& t = dir.tensors[i];
-          const uint64_t from = std::max(at, t.offset);
-          const uint64_t to = std::min(at + n, t.offset + t.nbytes);
-          if (from >= to) continue;
-          c.segments.push_back({i, from - at, from - t.offset, to - from, 0, plan.device_of[i]});
-        }
-      }
-      plan.read_bytes += n;
-      plan.chunks.push_back(std::move(c));
-    }
-    return Status::Ok();
+    plan.read_bytes += n;
+    plan.chunks.push_back(std::move(c));
   }
-  // Rows at one pitch: every member covers the same rows, each its own columns (a contiguous
-  // member covers whole rows).
+}
+
+// Rows at one pitch: every member covers the same rows, each its own columns (a contiguous
+// member covers whole rows); chunks of whole rows, each member's columns of them.
+Status PlanRowGroup(const Group& g) {
+  LoadPlan& plan = g.plan;
   uint64_t pitch = 0;
-  for (uint32_t i : members) {
-    if (stride(i).width == 0) continue;
-    if (pitch != 0 && stride(i).pitch != pitch) return fail("its rows lie at different pitches");
-    pitch = stride(i).pitch;
+  for (uint32_t i : g.members) {
+    if (g.stride(i).width == 0) continue;
+    if (pitch != 0 && g.stride(i).pitch != pitch)
+      return g.Fail("its rows lie at different pitches");
+    pitch = g.stride(i).pitch;
   }
   uint64_t rows = 0;
   uint64_t span_end = 0;
-  for (uint32_t i : members) {
-    const TensorEntry& t = dir.tensors[i];
-    const uint64_t width = stride(i).width != 0 ? stride(i).width : pitch;
-    if (t.nbytes % width != 0) return fail("'" + t.name + "' is not whole rows");
+  for (uint32_t i : g.members) {
+    const TensorEntry& t = g.dir.tensors[i];
+    const uint64_t width = g.stride(i).width != 0 ? g.stride(i).width : pitch;
+    if (t.nbytes % width != 0) return g.Fail("'" + t.name + "' is not whole rows");
     const uint64_t n = t.nbytes / width;
-    if (rows != 0 && n != rows) return fail("its members have different numbers of rows");
+    if (rows != 0 && n != rows) return g.Fail("its members have different numbers of rows");
     rows = n;
     span_end = std::max(span_end, t.offset + width);
   }
-  const uint64_t span = span_end - begin;
-  if (span > pitch) return fail("its members do not share rows");
-  if (span > chunk_bytes) {
-    each_alone();  // rows wider than a chunk
+  const uint64_t span = span_end - g.begin;
+  if (span > pitch) return g.Fail("its members do not share rows");
+  if (span > g.chunk_bytes) {
+    g.EachAlone();  // rows wider than a chunk
     return Status::Ok();
   }
-  const uint64_t per_chunk = (chunk_bytes - span) / pitch + 1;
+  const uint64_t per_chunk = (g.chunk_bytes - span) / pitch + 1;
   for (uint64_t r = 0; r < rows; r += per_chunk) {
     const uint64_t n = std::min(per_chunk, rows - r);
-    Chunk c{kUnassigned, file, begin + r * pitch, (n - 1) * pitch + span, {}};
-    for (uint32_t i : members) {
-      const TensorEntry& t = dir.tensors[i];
-      const uint64_t width = stride(i).width;
+    Chunk c{kUnassigned, g.file, g.begin + r * pitch, (n - 1) * pitch + span, {}};
+    for (uint32_t i : g.members) {
+      const TensorEntry& t = g.dir.tensors[i];
+      const uint64_t width = g.stride(i).width;
       if (width != 0) {
-        c.segments.push_back({i, t.offset - begin, r * width, n * width, n, plan.device_of[i]});
+        c.segments.push_back({i, t.offset - g.begin, r * width, n * width, n, plan.device_of[i]});
       } else {
-        c.segments.push_back({i, t.offset - begin, r * pitch, n * pitch, 0, plan.device_of[i]});
+        c.segments.push_back({i, t.offset - g.begin, r * pitch, n * pitch, 0, plan.device_of[i]});
       }
     }
     plan.read_bytes += c.length;
     plan.chunks.push_back(std::move(c));
   }
   return Status::Ok();
+}
+
+// A read group's chunks: its members' file ranges read once, each chunk's bytes copied to every
+// member that covers them (or, forwarding, 1/N to each and on from there). Its chunks are left
+// for the devices' readers that ReadersFor allows.
+Status PlanGroup(const TensorDirectory& dir, const std::vector<uint32_t>& members,
+                 uint64_t chunk_bytes, bool forward, LoadPlan& plan) {
+  Group g{dir, members, chunk_bytes, plan};
+  const TensorEntry& first = dir.tensors[members[0]];
+  g.file = first.file;
+  for (uint32_t i : members) {
+    const TensorEntry& t = dir.tensors[i];
+    if (t.file != first.file) return g.Fail("its members lie in different files");
+    g.any_strided = g.any_strided || g.stride(i).width != 0;
+    g.same_range = g.same_range && t.offset == first.offset && t.nbytes == first.nbytes;
+    g.begin = std::min(g.begin, t.offset);
+    g.end = std::max(g.end, t.offset + t.nbytes);
+  }
+  if (ReadersFor(plan, members).empty()) {
+    // No device's staging may feed all of them (host memory and a GPU's pinned memory, for
+    // a device that needs pinned memory): each member is read for its own device.
+    g.EachAlone();
+    return Status::Ok();
+  }
+  if (!g.any_strided) {
+    PlanWholeGroup(g, forward);
+    return Status::Ok();
+  }
+  return PlanRowGroup(g);
+}
+
+// Every tensor read by rows is whole rows of its stride.
+Status CheckStrides(const TensorDirectory& dir, const LoadPlan& plan) {
+  for (uint32_t i : plan.tensors) {
+    if (plan.strides.empty() || plan.strides[i].width == 0) continue;
+    const RowStride& s = plan.strides[i];
+    if (s.pitch <= s.width || dir.tensors[i].nbytes % s.width != 0) {
+      return Status::InvalidArgument("tensor '" + dir.tensors[i].name + "': rows of " +
+                                     std::to_string(s.width) + " bytes " + std::to_string(s.pitch) +
+                                     " bytes apart do not make " +
+                                     std::to_string(dir.tensors[i].nbytes) + " bytes");
+    }
+  }
+  return Status::Ok();
+}
+
+// Read groups of two or more members, which are planned apart (a group of one is an ordinary
+// tensor).
+std::map<uint32_t, std::vector<uint32_t>> ReadGroups(const TensorDirectory& dir,
+                                                     const LoadPlan& plan) {
+  std::map<uint32_t, std::vector<uint32_t>> groups;
+  for (uint32_t i : plan.tensors) {
+    if (!plan.read_groups.empty() && plan.read_groups[i] != 0 && dir.tensors[i].nbytes > 0) {
+      groups[plan.read_groups[i]].push_back(i);
+    }
+  }
+  std::erase_if(groups, [](const auto& g) { return g.second.size() < 2; });
+  return groups;
+}
+
+// Extents: runs of the tensors in `order` (sorted by device, file and offset) bound for one
+// device, in one file, whose ranges touch or nearly touch, cut into chunks; each tensor's bytes
+// become segments of the chunks they fall in. A tensor read by rows is an extent of its own.
+void PlanExtents(const TensorDirectory& dir, const std::vector<uint32_t>& order,
+                 uint64_t chunk_bytes, LoadPlan& plan) {
+  auto strided = [&](uint32_t i) { return !plan.strides.empty() && plan.strides[i].width != 0; };
+  size_t i = 0;
+  while (i < order.size()) {
+    if (strided(order[i])) {
+      PlanRows(dir.tensors[order[i]], order[i], plan.device_of[order[i]], plan.strides[order[i]],
+               chunk_bytes, plan);
+      ++i;
+      continue;
+    }
+    const uint32_t device = plan.device_of[order[i]];
+    const uint32_t file = dir.tensors[order[i]].file;
+    const uint64_t begin = dir.tensors[order[i]].offset;
+    uint64_t end = begin + dir.tensors[order[i]].nbytes;
+    size_t j = i + 1;
+    while (j < order.size() && !strided(order[j]) && plan.device_of[order[j]] == device &&
+           dir.tensors[order[j]].file == file &&
+           dir.tensors[order[j]].offset <= end + kCoalesceGap) {
+      end = std::max(end, dir.tensors[order[j]].offset + dir.tensors[order[j]].nbytes);
+      ++j;
+    }
+    const size_t first_chunk = plan.chunks.size();
+    for (uint64_t at = begin; at < end; at += chunk_bytes) {
+      plan.chunks.push_back({device, file, at, std::min(chunk_bytes, end - at), {}});
+    }
+    for (size_t k = i; k < j; ++k) {
+      const uint32_t index = order[k];
+      const TensorEntry& t = dir.tensors[index];
+      for (uint64_t done = 0; done < t.nbytes;) {
+        const uint64_t pos = t.offset + done;
+        Chunk& c = plan.chunks[first_chunk + (pos - begin) / chunk_bytes];
+        const uint64_t length = std::min(t.nbytes - done, c.offset + c.length - pos);
+        c.segments.push_back({index, pos - c.offset, done, length, 0, device});
+        done += length;
+      }
+    }
+    for (size_t c = first_chunk; c < plan.chunks.size(); ++c)
+      plan.read_bytes += plan.chunks[c].length;
+    i = j;
+  }
+}
+
+// Each group chunk (from `planned` on) goes to the readers of the device with the least read
+// for its share (readers are spread by the devices' bytes).
+void AssignGroupChunks(size_t planned, LoadPlan& plan) {
+  const size_t devices = plan.allocation_bytes.size();
+  std::vector<double> assigned(devices, 0);
+  for (size_t k = 0; k < planned; ++k) {
+    assigned[plan.chunks[k].device] += static_cast<double>(plan.chunks[k].length);
+  }
+  for (size_t k = planned; k < plan.chunks.size(); ++k) {
+    Chunk& c = plan.chunks[k];
+    if (c.device != kUnassigned) {
+      assigned[c.device] += static_cast<double>(c.length);
+      continue;
+    }
+    // Forwards copy device to device: only the segments read the staging.
+    std::vector<uint32_t> targets;
+    targets.reserve(c.segments.size());
+    for (const Segment& s : c.segments) targets.push_back(s.tensor);
+    double best = 0;
+    for (uint32_t d : ReadersFor(plan, targets)) {
+      const auto share = static_cast<double>(plan.device_tensor_bytes[d]);
+      const double load = (assigned[d] + static_cast<double>(c.length)) / share;
+      if (c.device == kUnassigned || load < best) {
+        c.device = d;
+        best = load;
+      }
+    }
+    assigned[c.device] += static_cast<double>(c.length);
+  }
+}
+
+// Chunks in device, file and offset order; first_chunk[d] where device d's begin.
+void OrderChunksByDevice(LoadPlan& plan) {
+  std::stable_sort(plan.chunks.begin(), plan.chunks.end(), [](const Chunk& a, const Chunk& b) {
+    if (a.device != b.device) return a.device < b.device;
+    return a.file != b.file ? a.file < b.file : a.offset < b.offset;
+  });
+  plan.first_chunk.assign(plan.allocation_bytes.size() + 1, 0);
+  // first_chunk[d + 1] counts the chunks of devices up to d.
+  for (const Chunk& c : plan.chunks) ++plan.first_chunk[c.device + 1];
+  for (size_t d = 1; d < plan.first_chunk.size(); ++d) {
+    plan.first_chunk[d] += plan.first_chunk[d - 1];
+  }
 }
 
 }  // namespace
@@ -257,32 +405,12 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
   if (chunk_bytes == 0) return Status::InvalidArgument("chunk size must be positive");
   LoadPlan plan;
   static_cast<DeviceLayout&>(plan) = layout;
-
-  auto strided = [&](uint32_t i) { return !plan.strides.empty() && plan.strides[i].width != 0; };
-  for (uint32_t i : plan.tensors) {
-    if (!strided(i)) continue;
-    const RowStride& s = plan.strides[i];
-    if (s.pitch <= s.width || dir.tensors[i].nbytes % s.width != 0) {
-      return Status::InvalidArgument("tensor '" + dir.tensors[i].name + "': rows of " +
-                                     std::to_string(s.width) + " bytes " + std::to_string(s.pitch) +
-                                     " bytes apart do not make " +
-                                     std::to_string(dir.tensors[i].nbytes) + " bytes");
-    }
-  }
-  // Read groups of two or more members are planned apart; a group of one is an ordinary tensor.
-  std::map<uint32_t, std::vector<uint32_t>> groups;
-  for (uint32_t i : plan.tensors) {
-    if (!plan.read_groups.empty() && plan.read_groups[i] != 0 && dir.tensors[i].nbytes > 0) {
-      groups[plan.read_groups[i]].push_back(i);
-    }
-  }
-  std::erase_if(groups, [](const auto& g) { return g.second.size() < 2; });
+  HOIST_RETURN_IF_ERROR(CheckStrides(dir, plan));
+  const std::map<uint32_t, std::vector<uint32_t>> groups = ReadGroups(dir, plan);
   std::vector<bool> in_group(dir.tensors.size(), false);
   for (const auto& [id, members] : groups) {
     for (uint32_t i : members) in_group[i] = true;
   }
-  // Extents: runs of tensors bound for one device, in one file, whose ranges touch or nearly
-  // touch; a tensor read by rows is an extent of its own.
   std::vector<uint32_t> order;
   for (uint32_t i : plan.tensors) {
     if (dir.tensors[i].nbytes > 0 && !in_group[i]) order.push_back(i);
@@ -293,48 +421,7 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
     if (plan.device_of[a] != plan.device_of[b]) return plan.device_of[a] < plan.device_of[b];
     return x.file != y.file ? x.file < y.file : x.offset < y.offset;
   });
-  size_t i = 0;
-  while (i < order.size()) {
-    if (strided(order[i])) {
-      PlanRows(dir.tensors[order[i]], order[i], plan.device_of[order[i]], plan.strides[order[i]],
-               chunk_bytes, plan);
-      ++i;
-      continue;
-    }
-    const uint32_t device = plan.device_of[order[i]];
-    const uint32_t file = dir.tensors[order[i]].file;
-    const uint64_t begin = dir.tensors[order[i]].offset;
-    uint64_t end = begin + dir.tensors[order[i]].nbytes;
-    size_t j = i + 1;
-    while (j < order.size() && !strided(order[j]) && plan.device_of[order[j]] == device &&
-           dir.tensors[order[j]].file == file &&
-           dir.tensors[order[j]].offset <= end + kCoalesceGap) {
-      end = std::max(end, dir.tensors[order[j]].offset + dir.tensors[order[j]].nbytes);
-      ++j;
-    }
-    // Cut [begin, end) into chunks; each tensor's bytes become segments of the chunks they
-    // fall in.
-    const size_t first_chunk = plan.chunks.size();
-    for (uint64_t at = begin; at < end; at += chunk_bytes) {
-      plan.chunks.push_back({device, file, at, std::min(chunk_bytes, end - at), {}});
-    }
-    for (size_t k = i; k < j; ++k) {
-      const uint32_t index = order[k];
-      const TensorEntry& t = dir.tensors[index];
-      for (uint64_t done = 0; done < t.nbytes;) {
-        const uint64_t pos = t.offset + done;
-        Chunk& c = plan.chunks[first_chunk + (pos - begin) / chunk_bytes];
-        const uint64_t length = std::min(t.nbytes - done, c.offset + c.length - pos);
-        c.segments.push_back({index, pos - c.offset, done, length, 0, device});
-        done += length;
-      }
-    }
-    for (size_t c = first_chunk; c < plan.chunks.size(); ++c)
-      plan.read_bytes += plan.chunks[c].length;
-    i = j;
-  }
-  // Each group chunk goes to the readers of the device with the least read for its share
-  // (readers are spread by the devices' bytes).
+  PlanExtents(dir, order, chunk_bytes, plan);
   const size_t planned = plan.chunks.size();
   if (!plan.forward_replicas || groups.empty()) {
     plan.forward_replicas = false;
@@ -344,42 +431,8 @@ Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layo
   for (const auto& [id, members] : groups) {
     HOIST_RETURN_IF_ERROR(PlanGroup(dir, members, chunk_bytes, plan.forward_replicas, plan));
   }
-  const size_t devices = plan.allocation_bytes.size();
-  std::vector<double> assigned(devices, 0);
-  for (size_t k = 0; k < planned; ++k) {
-    assigned[plan.chunks[k].device] += static_cast<double>(plan.chunks[k].length);
-  }
-  for (size_t k = planned; k < plan.chunks.size(); ++k) {
-    Chunk& c = plan.chunks[k];
-    if (c.device != kUnassigned) {
-      assigned[c.device] += static_cast<double>(c.length);
-      continue;
-    }
-    // Forwards copy device to device: only the segments read the staging.
-    std::vector<uint32_t> targets;
-    targets.reserve(c.segments.size());
-    for (const Segment& s : c.segments) targets.push_back(s.tensor);
-    double best = 0;
-    for (uint32_t d : ReadersFor(plan, targets)) {
-      const auto share = static_cast<double>(plan.device_tensor_bytes[d]);
-      const double load = (assigned[d] + static_cast<double>(c.length)) / share;
-      if (c.device == kUnassigned || load < best) {
-        c.device = d;
-        best = load;
-      }
-    }
-    assigned[c.device] += static_cast<double>(c.length);
-  }
-  std::stable_sort(plan.chunks.begin(), plan.chunks.end(), [](const Chunk& a, const Chunk& b) {
-    if (a.device != b.device) return a.device < b.device;
-    return a.file != b.file ? a.file < b.file : a.offset < b.offset;
-  });
-  plan.first_chunk.assign(devices + 1, 0);
-  // first_chunk[d + 1] counts the chunks of devices up to d.
-  for (const Chunk& c : plan.chunks) ++plan.first_chunk[c.device + 1];
-  for (size_t d = 1; d < plan.first_chunk.size(); ++d) {
-    plan.first_chunk[d] += plan.first_chunk[d - 1];
-  }
+  AssignGroupChunks(planned, plan);
+  OrderChunksByDevice(plan);
   return plan;
 }
 

@@ -221,6 +221,71 @@ std::vector<CutRule> ChooseCuts(const TensorDirectory& dir, const std::vector<Cu
   return cuts;
 }
 
+namespace {
+
+// Tensor i seen as rows for a cut among `devices`: its rows and their bytes, the cut that
+// applies (a vector is cut along its one dimension; a tensor with fewer rows or column granules
+// than devices, or not whole rows, is whole on every device), and how many units it is cut in.
+struct TensorCut {
+  uint64_t rows = 1;
+  uint64_t row_bytes = 0;
+  uint64_t granule = 1;  // bytes per column unit
+  uint64_t units = 0;    // rows or column granules to share out
+  Cut how = Cut::kReplicate;
+};
+
+TensorCut SeeAsRows(const TensorEntry& t, Cut asked, uint32_t devices) {
+  TensorCut tc;
+  uint64_t rows = 1;
+  for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+  const bool whole_rows = rows > 0 && t.nbytes % rows == 0;
+  tc.row_bytes = whole_rows ? t.nbytes / rows : t.nbytes;
+  tc.rows = whole_rows ? rows : 1;
+  tc.granule = ColumnGranule(t);
+  tc.how = asked;
+  if (tc.rows == 1 && tc.how == Cut::kRows) tc.how = Cut::kColumns;
+  if (tc.how == Cut::kRows) {
+    tc.units = tc.rows;
+  } else if (tc.how == Cut::kColumns) {
+    tc.units = tc.row_bytes % tc.granule == 0 ? tc.row_bytes / tc.granule : 0;
+  }
+  if ((tc.how == Cut::kRows || tc.how == Cut::kColumns) && (tc.units < devices || !whole_rows)) {
+    tc.how = Cut::kReplicate;
+  }
+  return tc;
+}
+
+// The parts of tensor i, cut as tc says, appended to regions.
+void AppendParts(size_t i, const TensorCut& tc, uint32_t one_device,
+                 const std::vector<double>& shares, std::vector<TensorRegion>& regions) {
+  const auto devices = static_cast<uint32_t>(shares.size());
+  const uint64_t rb = tc.row_bytes;
+  if (tc.how == Cut::kOneDevice) {
+    regions.push_back({i, rb, 0, tc.rows, 0, rb, nullptr, one_device});
+    return;
+  }
+  if (tc.how == Cut::kReplicate) {
+    for (uint32_t d = 0; d < devices; ++d)
+      regions.push_back({i, rb, 0, tc.rows, 0, rb, nullptr, d});
+    return;
+  }
+  const std::vector<uint64_t> ends = Boundaries(tc.units, shares);
+  uint64_t begin = 0;
+  for (uint32_t d = 0; d < devices; ++d) {
+    if (ends[d] > begin) {
+      if (tc.how == Cut::kRows) {
+        regions.push_back({i, rb, begin, ends[d], 0, rb, nullptr, d});
+      } else {
+        regions.push_back(
+            {i, rb, 0, tc.rows, begin * tc.granule, ends[d] * tc.granule, nullptr, d});
+      }
+    }
+    begin = ends[d];
+  }
+}
+
+}  // namespace
+
 Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
                                              const std::vector<CutRule>& cuts,
                                              const std::vector<double>& shares) {
@@ -246,49 +311,7 @@ Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
                                      std::to_string(devices));
     }
     if (t.nbytes == 0) continue;
-    uint64_t rows = 1;
-    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
-    const bool whole_rows = rows > 0 && t.nbytes % rows == 0;
-    const uint64_t row_bytes = whole_rows ? t.nbytes / rows : t.nbytes;
-    if (!whole_rows) rows = 1;
-    const uint64_t granule = ColumnGranule(t);
-    Cut how = cut.cut;
-    // A vector is cut along its one dimension, whichever the rule names.
-    if (rows == 1 && how == Cut::kRows) how = Cut::kColumns;
-    const uint64_t units = how == Cut::kRows ? rows
-                           : how == Cut::kColumns
-                               ? (row_bytes % granule == 0 ? row_bytes / granule : 0)
-                               : 0;
-    if ((how == Cut::kRows || how == Cut::kColumns) && (units < devices || !whole_rows)) {
-      how = Cut::kReplicate;
-    }
-    switch (how) {
-      case Cut::kOneDevice:
-        regions.push_back({i, row_bytes, 0, rows, 0, row_bytes, nullptr, cut.device});
-        break;
-      case Cut::kReplicate:
-        for (uint32_t d = 0; d < devices; ++d) {
-          regions.push_back({i, row_bytes, 0, rows, 0, row_bytes, nullptr, d});
-        }
-        break;
-      case Cut::kRows:
-      case Cut::kColumns: {
-        const std::vector<uint64_t> ends = Boundaries(units, shares);
-        uint64_t begin = 0;
-        for (uint32_t d = 0; d < devices; ++d) {
-          if (ends[d] > begin) {
-            if (how == Cut::kRows) {
-              regions.push_back({i, row_bytes, begin, ends[d], 0, row_bytes, nullptr, d});
-            } else {
-              regions.push_back(
-                  {i, row_bytes, 0, rows, begin * granule, ends[d] * granule, nullptr, d});
-            }
-          }
-          begin = ends[d];
-        }
-        break;
-      }
-    }
+    AppendParts(i, SeeAsRows(t, cut.cut, devices), cut.device, shares, regions);
   }
   return regions;
 }
