@@ -434,12 +434,12 @@ hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* opt
 int hoist_loaded_tensor_device(const hoist_loaded* loaded, size_t index) {
   if (loaded == nullptr) return -1;
   const hoist::LoadedModel& m = loaded->loaded.model();
-  if (index >= m.pointers.size() || !m.loaded(index)) return -1;
-  return m.placement.empty() ? 0 : static_cast<int>(m.placement[index]);
+  if (index >= m.size() || !m.loaded(index)) return -1;
+  return static_cast<int>(m.device_index(index));
 }
 
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
-  if (loaded == nullptr || index >= loaded->loaded.model().pointers.size()) return nullptr;
+  if (loaded == nullptr || index >= loaded->loaded.model().size()) return nullptr;
   return loaded->loaded.model().data(index);
 }
 
@@ -462,7 +462,7 @@ hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_p
 
 hoist_status hoist_loaded_checksum(const hoist_loaded* loaded, size_t index, uint64_t* xxh3) {
   if (loaded == nullptr || xxh3 == nullptr) return Invalid("NULL argument");
-  const std::vector<uint64_t>& checksums = loaded->loaded.model().checksums;
+  const std::vector<uint64_t>& checksums = loaded->loaded.model().checksums();
   if (checksums.empty()) return Invalid("the load was made without checksum");
   if (index >= checksums.size()) return Invalid("tensor index out of range");
   *xxh3 = checksums[index];

@@ -70,10 +70,11 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
   std::printf("  fallbacks: %s\n", r.fallbacks.empty() ? "none" : "");
   for (const std::string& f : r.fallbacks) std::printf("    %s\n", f.c_str());
   for (const std::string& w : r.warnings) std::printf("  warning: %s\n", w.c_str());
-  if (!model.checksums.empty()) {
+  if (!model.checksums().empty()) {
     for (size_t i = 0; i < dir.tensors.size(); ++i) {
       if (!model.loaded(i)) continue;
-      std::printf("  %s  %s\n", HexDigest(model.checksums[i]).c_str(), dir.tensors[i].name.c_str());
+      std::printf("  %s  %s\n", HexDigest(model.checksums()[i]).c_str(),
+                  dir.tensors[i].name.c_str());
     }
   }
 }
@@ -82,14 +83,14 @@ nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel
                                    const std::string& path) {
   nlohmann::ordered_json j = {{"schema_version", kJsonSchemaVersion}, {"path", path}};
   j.update(ReportToJson(model.report));
-  if (!model.checksums.empty()) {
+  if (!model.checksums().empty()) {
     j["tensors"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < dir.tensors.size(); ++i) {
       if (!model.loaded(i)) continue;
       j["tensors"].push_back({{"name", dir.tensors[i].name},
                               {"device", model.device_of(i).name()},
                               {"nbytes", dir.tensors[i].nbytes},
-                              {"xxh3", HexDigest(model.checksums[i])}});
+                              {"xxh3", HexDigest(model.checksums()[i])}});
     }
   }
   return j;

@@ -24,10 +24,9 @@ Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& mod
     total += AlignUp(t.nbytes, kDeviceAlignment);
   }
   HOIST_ASSIGN_OR_RETURN(void* block, device.AllocateDevice(std::max<uint64_t>(total, 1)));
-  model.allocations = {block};
+  model.AdoptBlock(0, block);
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    model.pointers.push_back(static_cast<char*>(block) + offsets[i]);
-    model.loaded_mask.push_back(true);
+    model.SetLoaded(i, static_cast<char*>(block) + offsets[i], 0);
     model.report.tensor_bytes += dir.tensors[i].nbytes;
   }
   model.report.tensors = dir.tensors.size();
@@ -47,7 +46,7 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
     HOIST_RETURN_IF_ERROR(StopRequested());
     HOIST_ASSIGN_OR_RETURN(
         auto copy,
-        device.CopyToDeviceAsync(model.pointers[i], maps[t.file]->data() + t.offset, t.nbytes, 0));
+        device.CopyToDeviceAsync(model.data(i), maps[t.file]->data() + t.offset, t.nbytes, 0));
     HOIST_RETURN_IF_ERROR(WaitForCopy(*copy, stall_timeout_s));
   }
   return Status::Ok();
@@ -96,8 +95,7 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
         status = read.status();
         break;
       }
-      auto copy =
-          device.CopyToDeviceAsync(static_cast<char*>(model.pointers[i]) + done, *read, n, 0);
+      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.data(i)) + done, *read, n, 0);
       if (!copy.ok()) {
         status = copy.status();
         break;
@@ -137,8 +135,8 @@ std::vector<ReferenceStrategy> AllReferenceStrategies() {
 Result<std::unique_ptr<LoadedModel>> LoadWithReferenceStrategy(
     const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
     ReferenceStrategy strategy, double stall_timeout_s) {
-  auto model = std::make_unique<LoadedModel>();
-  model->devices = {device};
+  auto model = std::make_unique<LoadedModel>(std::vector<std::shared_ptr<CheckedDevice>>{device},
+                                             dir.tensors.size());
   model->report.device = device->name();
   const Clock::time_point start = Clock::now();
   HOIST_RETURN_IF_ERROR(Place(dir, *device, *model));

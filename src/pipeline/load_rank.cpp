@@ -85,36 +85,33 @@ Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
     if (from >= to) continue;
     reads.push_back({tensor, n, 0, 1, from - at, to - at, base + flat_start + from, 0});
   }
-  std::unique_ptr<LoadedModel> model;
+  LoadReport report;
+  report.device = device->name();
   if (!reads.empty()) {
-    auto loaded = LoadRegions(dir, device, reads, options);
-    if (!loaded.ok()) return fail(loaded.status());
-    model = std::move(loaded).value();
-  } else {
-    model = std::make_unique<LoadedModel>();
-    model->devices = {device};
-    model->report.device = device->name();
+    auto regions = LoadRegions(dir, device, reads, options);
+    if (!regions.ok()) return fail(regions.status());
+    report = (*regions)->report;
   }
   if (flat_bytes > 0) {
     if (Status s = all_gather(base + flat_start, chunk); !s.ok()) {
       return fail(s.WithContext("the all-gather of the tensors every rank holds"));
     }
   }
-  // The result: tensor i is part i of mine, in the block hoist owns.
-  model->pointers.clear();
-  model->strides.assign(mine->size(), {});
+  // The result: tensor i is part i of mine, in the block it adopts.
+  auto model = std::make_unique<LoadedModel>(std::vector<std::shared_ptr<CheckedDevice>>{device},
+                                             mine->size());
+  model->report = std::move(report);
+  std::vector<RowStride> strides(mine->size());
   for (size_t i = 0; i < mine->size(); ++i) {
     const TensorRegion& r = (*mine)[i];
-    model->pointers.push_back(offset[i] == UINT64_MAX ? base + flat_start + flat_offset[r.tensor]
-                                                      : base + offset[i]);
+    model->SetLoaded(
+        i, offset[i] == UINT64_MAX ? base + flat_start + flat_offset[r.tensor] : base + offset[i],
+        0);
     const uint64_t width = r.column_end - r.column_begin;
-    if (width != r.row_bytes && r.row_end - r.row_begin > 1)
-      model->strides[i] = {width, r.row_bytes};
+    if (width != r.row_bytes && r.row_end - r.row_begin > 1) strides[i] = {width, r.row_bytes};
   }
-  model->loaded_mask.assign(mine->size(), true);
-  model->placement.clear();
-  model->external_destinations = false;
-  model->allocations = {block};
+  model->SetStrides(std::move(strides));
+  model->AdoptBlock(0, block);
   return model;
 }
 

@@ -93,7 +93,8 @@ class LoadSession {
   const std::vector<std::shared_ptr<CheckedDevice>>& devices_;
   const LoadOptions& options_;
   const Clock::time_point start_ = Clock::now();
-  std::unique_ptr<LoadedModel> model_ = std::make_unique<LoadedModel>();
+  std::unique_ptr<LoadedModel> model_ =
+      std::make_unique<LoadedModel>(devices_, dir_.tensors.size());
   std::shared_ptr<LoadJob> job_;
   std::vector<bool> selected_;  // empty: all
   DeviceLayout layout_;
@@ -247,12 +248,9 @@ Status LoadSession::CreateLanes() {
 Status LoadSession::AllocateDestinations() {
   LoadedModel& model = *model_;
   const DeviceLayout& plan = layout_;
-  model.pointers.assign(dir_.tensors.size(), nullptr);
-  model.loaded_mask.assign(dir_.tensors.size(), false);
-  model.allocations.assign(devices_.size(), nullptr);
   job_->dest = std::vector<std::atomic<unsigned char*>>(dir_.tensors.size());
   if (options_.destination) {
-    model.external_destinations = true;
+    model.SetExternalDestinations();
     job_->external = true;
     if (options_.destinations_when_needed) {
       job_->destination = options_.destination;  // the readers ask
@@ -269,14 +267,15 @@ Status LoadSession::AllocateDestinations() {
     }
   } else {
     std::vector<bool> used(devices_.size(), false);
+    std::vector<void*> blocks(devices_.size(), nullptr);
     for (uint32_t i : plan.tensors) used[plan.device_of[i]] = true;
     for (size_t d = 0; d < devices_.size(); ++d) {
       if (!used[d]) continue;
-      HOIST_ASSIGN_OR_RETURN(model.allocations[d],
-                             devices_[d]->AllocateDevice(plan.allocation_bytes[d]));
+      HOIST_ASSIGN_OR_RETURN(blocks[d], devices_[d]->AllocateDevice(plan.allocation_bytes[d]));
+      model.AdoptBlock(d, blocks[d]);
     }
     for (uint32_t i : plan.tensors) {
-      job_->dest[i].store(static_cast<unsigned char*>(model.allocations[plan.device_of[i]]) +
+      job_->dest[i].store(static_cast<unsigned char*>(blocks[plan.device_of[i]]) +
                           plan.device_offset[i]);
     }
   }
@@ -286,7 +285,6 @@ Status LoadSession::AllocateDestinations() {
 Status LoadSession::Prepare() {
   LoadedModel& model = *model_;
   LoadReport& report = model.report;
-  model.devices = devices_;
   report.device = JoinNames(devices_);
   report.io = options_.io;
   report.warnings = dir_.warnings;
@@ -308,11 +306,11 @@ Status LoadSession::Prepare() {
   }
   job_->dir = &dir_;
   HOIST_RETURN_IF_ERROR(SelectTensors());
-  if (devices_.size() > 1 || !options_.placement.empty()) model.placement = options_.placement;
+  if (devices_.size() > 1 || !options_.placement.empty()) model.SetPlacement(options_.placement);
   Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
   HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));
   layout_.strides = options_.strides;
-  model.strides = options_.strides;
+  model.SetStrides(options_.strides);
   layout_.read_groups = options_.read_groups;
   layout_.forward_replicas = ForwardReplicas();
   for (const auto& d : devices_) {
@@ -511,7 +509,7 @@ Status LoadSession::StopAndSettle() {
         if (touches(*o, d)) o->buffer.Abandon();
       }
       device.set_free_on_destroy(false);
-      model_->allocations[d] = nullptr;  // leaked on purpose
+      model_->LeaveAllocated(d);  // leaked on purpose
       leaked = true;
     }
   }
@@ -551,12 +549,12 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
   }
   LoadedModel& model = *model_;
   for (uint32_t i : job.plan.tensors) {
-    model.pointers[i] = job.dest[i].load();
-    model.loaded_mask[i] = true;
+    model.SetLoaded(i, job.dest[i].load(), job.plan.device_of[i]);
   }
   if (job.checksums) {
-    model.checksums.assign(dir_.tensors.size(), 0);
-    for (uint32_t i : job.plan.tensors) model.checksums[i] = job.checksums->Digest(i);
+    std::vector<uint64_t> checksums(dir_.tensors.size(), 0);
+    for (uint32_t i : job.plan.tensors) checksums[i] = job.checksums->Digest(i);
+    model.SetChecksums(std::move(checksums));
   }
   if (options_.progress) {
     options_.progress(Progress());
@@ -569,12 +567,6 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
 }
 
 }  // namespace
-
-LoadedModel::~LoadedModel() {
-  for (size_t d = 0; d < allocations.size() && d < devices.size(); ++d) {
-    if (allocations[d] != nullptr) (void)devices[d]->FreeDevice(allocations[d]);
-  }
-}
 
 Result<std::unique_ptr<LoadedModel>> Load(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,

@@ -123,32 +123,59 @@ struct LoadReport {
   std::vector<std::string> warnings;
 };
 
-// Tensors on one or more devices. Destroying it frees the device memory hoist allocated (never
-// memory the caller supplied through LoadOptions::destination).
+// Tensors on one or more devices. Destroying it frees the device memory hoist allocated (its
+// blocks, one per device at most), never memory the caller supplied through
+// LoadOptions::destination, and never a block a copy or read-back might still touch
+// (LeaveAllocated). Its state is built by the pipeline (LoadSession, LoadRank, the reference
+// loaders) through the calls below and read by everyone else. Thread safety: const calls from
+// any thread; building calls from one.
 class LoadedModel {
  public:
-  LoadedModel() = default;
+  // Room for `tensors` tensors, none loaded, on `devices`.
+  LoadedModel(std::vector<std::shared_ptr<CheckedDevice>> devices, size_t tensors);
   LoadedModel(const LoadedModel&) = delete;
   LoadedModel& operator=(const LoadedModel&) = delete;
   ~LoadedModel();
 
-  // Pointer of directory tensor i on its device, or nullptr when it was not loaded.
-  void* data(size_t i) const { return pointers[i]; }
-  bool loaded(size_t i) const { return loaded_mask[i]; }
-  // The device that holds directory tensor i.
-  CheckedDevice& device_of(size_t i) const {
-    return *devices[placement.empty() ? 0 : placement[i]];
-  }
+  size_t size() const { return pointers_.size(); }
+  // Pointer of tensor i on its device, or nullptr when it was not loaded.
+  void* data(size_t i) const { return pointers_[i]; }
+  bool loaded(size_t i) const { return loaded_[i]; }
+  // The index, in devices(), of the device that holds tensor i.
+  uint32_t device_index(size_t i) const { return placement_.empty() ? 0 : placement_[i]; }
+  CheckedDevice& device_of(size_t i) const { return *devices_[device_index(i)]; }
+  const std::vector<std::shared_ptr<CheckedDevice>>& devices() const { return devices_; }
+  // How tensor i's rows lie in the file (width 0: contiguous): what verify compares.
+  RowStride stride(size_t i) const { return strides_.empty() ? RowStride{} : strides_[i]; }
+  // XXH3-64 per tensor when LoadOptions::checksum; empty otherwise.
+  const std::vector<uint64_t>& checksums() const { return checksums_; }
+  // Whether its memory is the caller's (LoadOptions::destination).
+  bool external_destinations() const { return external_; }
 
-  std::vector<void*> pointers;
-  std::vector<bool> loaded_mask;
-  std::vector<uint64_t> checksums;  // XXH3-64 per tensor when LoadOptions::checksum
+  // The load's report; front ends add the phases they timed themselves (opening the model).
   LoadReport report;
-  std::vector<std::shared_ptr<CheckedDevice>> devices;
-  std::vector<uint32_t> placement;  // per directory tensor: index into devices; empty: all on 0
-  std::vector<RowStride> strides;   // LoadOptions::strides: how verify finds the file's bytes
-  std::vector<void*> allocations;   // per device: hoist's block, owned when non-null
-  bool external_destinations = false;
+
+  // Building, by the pipeline.
+  // Tensor i lives at p on device `device` (an index into devices()) and has landed.
+  void SetLoaded(size_t i, void* p, uint32_t device);
+  void SetPlacement(std::vector<uint32_t> placement);  // per tensor; empty: all on device 0
+  void SetStrides(std::vector<RowStride> strides);     // per tensor; empty: all contiguous
+  void SetChecksums(std::vector<uint64_t> checksums);
+  void SetExternalDestinations() { external_ = true; }
+  // Device d's block, which hoist allocated: freed with the model.
+  void AdoptBlock(size_t d, void* block);
+  // A copy or read-back may still touch device d's memory: it is never freed.
+  void LeaveAllocated(size_t d);
+
+ private:
+  std::vector<std::shared_ptr<CheckedDevice>> devices_;
+  std::vector<void*> pointers_;
+  std::vector<bool> loaded_;
+  std::vector<uint32_t> placement_;
+  std::vector<RowStride> strides_;
+  std::vector<uint64_t> checksums_;
+  std::vector<void*> blocks_;  // per device: hoist's block, owned when non-null
+  bool external_ = false;
 };
 
 // Loads the selected tensors onto devices as options.placement says.

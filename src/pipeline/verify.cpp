@@ -164,16 +164,14 @@ Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const Loa
     HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, *file));
     job->files.push_back(std::move(file));
   }
-  job->devices = model.devices;
-  job->external = model.external_destinations;
+  job->devices = model.devices();
+  job->external = model.external_destinations();
   job->max_reported = max_reported;
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
     const TensorEntry& t = dir.tensors[i];
     if (!model.loaded(i) || t.nbytes == 0) continue;
-    job->items.push_back({t.name, t.file, t.offset, t.nbytes,
-                          model.strides.empty() ? RowStride{} : model.strides[i],
-                          static_cast<const unsigned char*>(model.data(i)),
-                          model.placement.empty() ? 0 : model.placement[i]});
+    job->items.push_back({t.name, t.file, t.offset, t.nbytes, model.stride(i),
+                          static_cast<const unsigned char*>(model.data(i)), model.device_index(i)});
   }
   job->progress_ns.store(VerifyJob::Now());
   return job;
@@ -253,7 +251,7 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
     if (k < 0) continue;
     const size_t d = job.items[static_cast<size_t>(k)].device;
     job.devices[d]->set_free_on_destroy(false);
-    if (d < model.allocations.size()) model.allocations[d] = nullptr;  // leaked on purpose
+    model.LeaveAllocated(d);  // leaked on purpose
   }
   return false;
 }

@@ -182,11 +182,13 @@ Status PlanRowGroup(const Group& g) {
       return g.Fail("its rows lie at different pitches");
     pitch = g.stride(i).pitch;
   }
+  if (pitch == 0) return g.Fail("no member is read by rows");  // PlanGroup sends only those
   uint64_t rows = 0;
   uint64_t span_end = 0;
   for (uint32_t i : g.members) {
     const TensorEntry& t = g.dir.tensors[i];
-    const uint64_t width = g.stride(i).width != 0 ? g.stride(i).width : pitch;
+    const RowStride stride = g.stride(i);
+    const uint64_t width = stride.width != 0 ? stride.width : pitch;
     if (t.nbytes % width != 0) return g.Fail("'" + t.name + "' is not whole rows");
     const uint64_t n = t.nbytes / width;
     if (rows != 0 && n != rows) return g.Fail("its members have different numbers of rows");

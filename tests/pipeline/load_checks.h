@@ -37,13 +37,14 @@ inline void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
     const std::vector<unsigned char> want = FileBytes(dir, t);
     std::vector<unsigned char> got(t.nbytes);
     if (t.nbytes > 0) {
-      ASSERT_TRUE(model.device_of(i)
-                      .CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations)
-                      .ok());
+      ASSERT_TRUE(
+          model.device_of(i)
+              .CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations())
+              .ok());
     }
     ASSERT_TRUE(got == want) << "tensor " << t.name << " differs";
-    if (!model.checksums.empty()) {
-      EXPECT_EQ(model.checksums[i], Xxh3(want.data(), want.size())) << t.name;
+    if (!model.checksums().empty()) {
+      EXPECT_EQ(model.checksums()[i], Xxh3(want.data(), want.size())) << t.name;
     }
   }
 }

@@ -50,7 +50,7 @@ TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
       for (const auto& t : expected["tensors"]) {
         const TensorEntry* e = dir->Find(t["name"].get<std::string>());
         const size_t i = static_cast<size_t>(e - dir->tensors.data());
-        EXPECT_EQ(HexDigest((*model)->checksums[i]), t["xxh3"].get<std::string>());
+        EXPECT_EQ(HexDigest((*model)->checksums()[i]), t["xxh3"].get<std::string>());
       }
     }
   }
