@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -213,7 +214,11 @@ hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model**
     return Invalid("hoist_model_source.struct_size is too small: call hoist_model_source_init");
   }
   return Guarded([&] {
-    switch (source->kind) {
+    // Read as the integer a C caller may have put there: an enum holding a value it does not
+    // name is not to be loaded as one.
+    std::underlying_type_t<hoist_source_kind> kind = 0;
+    std::memcpy(&kind, &source->kind, sizeof kind);
+    switch (kind) {
       case HOIST_SOURCE_PATH:
         if (source->path == nullptr) return Invalid("a path source needs a path");
         return OpenModel({source->path, nullptr, std::nullopt}, out);

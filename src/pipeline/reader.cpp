@@ -384,7 +384,12 @@ class Reader {
                                 bool* hashing) {
     const Chunk& c = st.chunk;
     std::vector<bool> started(c.segments.size(), false);
-    while (StartCopies(st, &started) && !job_.stop.load()) {
+    for (;;) {
+      const bool missing = StartCopies(st, &started);
+      // When its copies started: the watchdog measures a reader's wait on them from here (left
+      // at 0, a wait while the caller holds the load back would read as a copy decades old).
+      entry->submitted_ns = NowNs();
+      if (!missing || job_.stop.load()) break;
       entry->landed.resize(c.segments.size(), false);
       Hash(st, entry, hashing);
       while (!mine_.empty() && WaitUntilDone(job_, me_, *mine_.front())) {
