@@ -127,9 +127,15 @@ hoist::Result<hoist::LoadRequest> ToRequest(const hoist_load_options* options) {
     HOIST_ASSIGN_OR_RETURN(request.split, hoist::ParseSplit(o.split, "split"));
   }
   if (o.split_plan != nullptr) request.split_plan = o.split_plan;
-  HOIST_ASSIGN_OR_RETURN(request.shares,
-                         Array(o.split_shares, o.split_share_count, "split_shares"));
-  HOIST_ASSIGN_OR_RETURN(request.placement, Array(o.placement, o.placement_count, "placement"));
+  // An array and its count go together: a pointer with no count is a caller's mistake too.
+  if ((o.placement == nullptr) != (o.placement_count == 0)) {
+    return hoist::Status::InvalidArgument("placement and placement_count go together");
+  }
+  if ((o.split_shares == nullptr) != (o.split_share_count == 0)) {
+    return hoist::Status::InvalidArgument("split_shares and split_share_count go together");
+  }
+  request.shares.assign(o.split_shares, o.split_shares + o.split_share_count);
+  request.placement.assign(o.placement, o.placement + o.placement_count);
   HOIST_RETURN_IF_ERROR(ToLoadOptions(o, &request.options));
   return request;
 }
@@ -342,16 +348,9 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
     if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
     auto devices = hoist::OpenRequestDevices(*request);
     if (!devices.ok()) return Fail(devices.status());
-    if (devices->size() < 2) {
-      // One device: the split still names each part (on device 0), as hoist_model_cut does.
-      auto cut = hoist::CutForDevices(model->dir, *request, 1);
-      if (!cut.ok()) return Fail(cut.status());
-      WriteParts(*cut, parts, capacity, count);
-      return HOIST_OK;
-    }
-    auto plan = hoist::Place(model->dir, *devices, *request);
-    if (!plan.ok()) return Fail(plan.status());
-    WriteParts(plan->parts, parts, capacity, count);
+    auto placed = hoist::PlaceParts(model->dir, *devices, *request);
+    if (!placed.ok()) return Fail(placed.status());
+    WriteParts(*placed, parts, capacity, count);
     return HOIST_OK;
   });
 }
@@ -361,8 +360,10 @@ hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32
                              size_t capacity, size_t* count) {
   hoist_load_options options;
   hoist_load_options_init(&options);
-  options.split_shares = shares;
-  options.split_share_count = share_count;
+  if (share_count != 0) {  // hoist_model_cut takes a pointer with no count as no shares
+    options.split_shares = shares;
+    options.split_share_count = share_count;
+  }
   return hoist_model_cut_ex(model, &options, split, devices, parts, capacity, count);
 }
 

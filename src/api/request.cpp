@@ -29,6 +29,12 @@ namespace {
 
 Status Refuse(const std::string& what) { return Status::InvalidArgument(what); }
 
+// A plan file names cuts: it goes with the tensor split alone.
+Status CheckSplitPlan(const LoadRequest& request) {
+  if (request.split_plan.empty() || request.split == Split::kTensor) return Status::Ok();
+  return Refuse(request.spelling.split_plan + " is for " + request.spelling.split + " tensor");
+}
+
 // The rules for a load of parts (the caller's, or a split's on several devices): what each
 // takes no part in.
 Status CheckParts(const LoadRequest& request) {
@@ -60,9 +66,10 @@ Status CheckRequest(const LoadRequest& request) {
   if (o.destinations_when_needed && !o.destination) {
     return Refuse("destinations_when_needed needs a destination callback");
   }
-  if (!request.split_plan.empty() && (request.split != Split::kTensor || request.parts)) {
+  if (request.parts && !request.split_plan.empty()) {
     return Refuse(s.split_plan + " is for " + s.split + " tensor");
   }
+  HOIST_RETURN_IF_ERROR(CheckSplitPlan(request));
   if (!request.placement.empty() && SplitMakesParts(request.split)) {
     return Refuse("a placement places whole tensors: " + s.split + " " + SplitName(request.split) +
                   " places parts");
@@ -158,12 +165,18 @@ Result<Plan> Place(const TensorDirectory& dir,
     HOIST_ASSIGN_OR_RETURN(plan.placement, PlaceByLayer(dir, devices, request.shares, hint));
     return plan;
   }
+  plan.by_parts = true;
+  HOIST_ASSIGN_OR_RETURN(plan.parts, PlaceParts(dir, devices, request));
+  return plan;
+}
+
+Result<std::vector<TensorRegion>> PlaceParts(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const LoadRequest& request) {
   HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules,
                          ReadCutRules(request, static_cast<uint32_t>(devices.size())));
-  plan.by_parts = true;
-  HOIST_ASSIGN_OR_RETURN(plan.parts,
-                         PlaceParts(dir, devices, request.split, request.shares, rules, hint));
-  return plan;
+  return hoist::PlaceParts(dir, devices, request.split, request.shares, rules,
+                           "give it a smaller share (" + request.spelling.shares + ")");
 }
 
 namespace {
@@ -202,10 +215,7 @@ Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& reques
 
 Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
                                                 const LoadRequest& request, uint32_t devices) {
-  if (!request.split_plan.empty() && request.split != Split::kTensor) {
-    return Status::InvalidArgument(request.spelling.split_plan + " is for " +
-                                   request.spelling.split + " tensor");
-  }
+  HOIST_RETURN_IF_ERROR(CheckSplitPlan(request));
   HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules, ReadCutRules(request, devices));
   return CutModel(dir, request.split, devices, request.shares, rules);
 }

@@ -81,6 +81,12 @@ Result<Plan> Place(const TensorDirectory& dir,
                    const std::vector<std::shared_ptr<CheckedDevice>>& devices,
                    const LoadRequest& request);
 
+// The parts the request's split (tensor or replicate) gives devices, on any number of them,
+// each device checked to hold its parts (what Place does for several devices).
+Result<std::vector<TensorRegion>> PlaceParts(
+    const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+    const LoadRequest& request);
+
 // A finished load and the directory it answers to: tensor i of directory() is what the model's
 // tensor i holds (the model's own tensor, or part i of a load of parts).
 // Thread safety: as LoadedModel's. REQUIRES: the model's directory outlives it.

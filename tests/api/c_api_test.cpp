@@ -244,8 +244,10 @@ TEST(CApiTest, SeveralDevicesByLayersOrByAnExplicitPlacement) {
   EXPECT_NE(std::strstr(hoist_last_error(), "the placement has 20 entries; the model has 21"),
             nullptr)
       << hoist_last_error();
+  options.placement_count = 0;  // a pointer without its count
+  EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "placement and placement_count go together");
   options.placement = nullptr;
-  options.placement_count = 0;
   const double three[] = {1, 1, 1};
   options.split_shares = three;
   options.split_share_count = 3;
