@@ -138,6 +138,16 @@ const char* hoist_model_metadata_json(
 size_t hoist_model_tensor_count(const hoist_model* model);
 hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_tensor_info* out);
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index);
+/* Tensor `index`'s dtype as blocks: `elements` values in `bytes` bytes (F32: 1 in 4, Q4_K: 256
+ * in 144, F4: 2 in 1). A quantized GGUF tensor is rows of whole blocks; split or view it in
+ * them. HOIST_ERROR_INVALID_ARGUMENT for a dtype hoist has no geometry for. */
+hoist_status hoist_model_tensor_block(const hoist_model* model, size_t index, uint32_t* elements,
+                                      uint32_t* bytes);
+/* Whether `split` (a name hoist_load_options.split takes: "layer", "tensor", "replicate" or a
+ * policy a host program registered) places parts of tensors, which hoist_model_split lists,
+ * rather than whole tensors, which hoist_model_place lists. HOIST_ERROR_INVALID_ARGUMENT, naming
+ * the choices, for a name that is no split. */
+hoist_status hoist_split_places_parts(const char* split, int* places_parts);
 /* Where a load with these options would put each tensor: device_of[i] is an index into the
  * options' device list (count: the model's tensor count). Opens the devices to read their free
  * memory; allocates nothing. */

@@ -93,6 +93,13 @@ class Model {
     Check(hoist_model_tensor(model_.get(), index, &info));
     return info;
   }
+  // Tensor index's dtype as blocks: {values per block, bytes per block}.
+  std::pair<uint32_t, uint32_t> block(size_t index) const {
+    uint32_t elements = 0;
+    uint32_t bytes = 0;
+    Check(hoist_model_tensor_block(model_.get(), index, &elements, &bytes));
+    return {elements, bytes};
+  }
   size_t find(const std::string& name) const {
     size_t index = 0;
     Check(hoist_model_find(model_.get(), name.c_str(), &index));

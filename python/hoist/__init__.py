@@ -42,7 +42,6 @@ _DTYPES = {
 }
 _TORCH_DTYPES = {code: row[0] for code, row in _DTYPES.items()}
 _NUMPY_DTYPES = {code: row[1] for code, row in _DTYPES.items()}
-_GGUF_PLAIN = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8"}
 
 
 class TensorInfo(_NamedTuple):
@@ -78,6 +77,7 @@ class Model:
         self.tensors = {t[0]: TensorInfo(t[0], t[1], tuple(t[2]), t[3], t[4], t[5])
                         for t in self._native.tensors()}
         self._indices = {name: i for i, name in enumerate(self.tensors)}  # directory order
+        self._blocks = self._native.blocks()  # per tensor: (values, bytes) of its dtype's block
         self._metadata = None
 
     @property
@@ -92,10 +92,16 @@ class Model:
     def __repr__(self):
         return f"hoist.Model({self.path!r}, format={self.format!r}, tensors={len(self.tensors)})"
 
+    def block(self, name):
+        """The tensor's dtype as blocks: (values, bytes) per block, e.g. (1, 4) for F32, (256,
+        144) for Q4_K, (2, 1) for F4; (0, 0) for a dtype hoist has no geometry for."""
+        return self._blocks[self._indices[name]]
+
     def is_quantized(self, name):
         """Whether the tensor's dtype is a block format (loaded as raw uint8 rows)."""
-        dtype = self.tensors[name].dtype
-        return dtype not in (_GGUF_PLAIN if self.format == "gguf" else _TORCH_DTYPES)
+        if self.format == "gguf":
+            return self.block(name)[0] != 1  # ggml's quantized types pack many values a block
+        return self.tensors[name].dtype not in _TORCH_DTYPES
 
     def load_shape(self, name):
         """The shape the tensor is loaded with: its own, or [rows, bytes_per_row] for a block
@@ -332,7 +338,7 @@ def load_file(path, device="cpu", names=None, progress=None, split="layer", tens
     if process_group is not None:
         return _load_rank(model, device, wanted, split, tensor_split, process_group, progress,
                           options, _plan_path(split_plan))
-    if isinstance(device, (list, tuple)) and split in ("tensor", "replicate"):
+    if isinstance(device, (list, tuple)) and _native.split_places_parts(split):
         return _load_parts(model, device, wanted, split, tensor_split, progress, options,
                            _plan_path(split_plan))
     if isinstance(device, (list, tuple)):
@@ -483,9 +489,9 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
     if torch is None:
         raise HoistError("rank mode needs torch (torch.distributed)", "invalid argument")
     import torch.distributed as dist
-    if split not in ("tensor", "replicate"):
-        raise HoistError(f"rank mode takes split 'tensor' or 'replicate', not {split!r}",
-                         "invalid argument")
+    if not _native.split_places_parts(split):
+        raise HoistError(f"rank mode takes a split that places parts (tensor, replicate), not "
+                         f"{split!r}", "invalid argument")
     if isinstance(device, (list, tuple)):
         raise TypeError("rank mode loads onto one device per process: give it as a string")
     if device == "cuda":
@@ -579,9 +585,8 @@ def _wait_for_peers(work, rank, world, stall_timeout):
 
 
 def _place(model, hoist_names, split, tensor_split, split_plan):
-    if split != "layer":
-        raise HoistError(f"split {split!r} gives no placement: layer, tensor or replicate",
-                         "invalid argument")
+    if _native.split_places_parts(split):
+        raise HoistError(f"split {split!r} places parts, not whole tensors", "invalid argument")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
     return model._native.place(hoist_names, shares, split_plan)
 
@@ -592,7 +597,7 @@ def placement(path, devices, split="layer", tensor_split=None, split_plan=None):
     "replicate": {name: [device, ...]}, the devices that get a part of it, in order."""
     model = path if isinstance(path, Model) else Model(path)
     names = [hoist_device(d)[0] for d in devices]
-    if split in ("tensor", "replicate"):
+    if _native.split_places_parts(split):
         shares = [] if tensor_split is None else [float(s) for s in tensor_split]
         tensors = list(model.tensors)
         out = {name: [] for name in tensors}

@@ -410,6 +410,18 @@ class Model {
     return out;
   }
 
+  // Per tensor, its dtype's block: (values, bytes); (0, 0) for a dtype without one.
+  std::vector<std::pair<uint32_t, uint32_t>> blocks() const {
+    const size_t n = hoist_model_tensor_count(model_.get());
+    std::vector<std::pair<uint32_t, uint32_t>> out(n, {0, 0});
+    for (size_t i = 0; i < n; ++i) {
+      if (hoist_model_tensor_block(model_.get(), i, &out[i].first, &out[i].second) != HOIST_OK) {
+        out[i] = {0, 0};
+      }
+    }
+    return out;
+  }
+
   // Copies the named tensors into the given addresses (each with room for the tensor's
   // nbytes, on `device`) and returns the load report (JSON). The caller keeps the memory
   // alive and owns it; hoist allocates nothing on the device.
@@ -527,6 +539,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("format", &Model::format)
       .def_property_readonly("metadata_json", &Model::metadata_json)
       .def("tensors", &Model::tensors)
+      .def("blocks", &Model::blocks)
       .def("load_into", &Model::LoadInto, py::arg("destinations"), py::arg("device"),
            py::arg("progress"), py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
            py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
@@ -554,6 +567,15 @@ PYBIND11_MODULE(_native, m) {
       .def("close", &Stream::Close)
       .def_property_readonly("report", &Stream::report);
   m.attr("version") = hoist_version();
+  m.def(
+      "split_places_parts",
+      [](const std::string& split) {
+        int places_parts = 0;
+        const hoist_status status = hoist_split_places_parts(split.c_str(), &places_parts);
+        if (status != HOIST_OK) Raise(status);
+        return places_parts != 0;
+      },
+      "whether the split places parts of tensors (tensor, replicate) rather than whole ones");
   m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");

@@ -180,7 +180,8 @@ class RankModeTest(unittest.TestCase):
     def test_rank_mode_refuses_a_layer_split(self):
         with self.assertRaises(hoist.HoistError) as caught:
             hoist.load_file(self.path, device="cpu", split="layer", process_group=object())
-        self.assertIn("rank mode takes split 'tensor' or 'replicate'", str(caught.exception))
+        self.assertIn("rank mode takes a split that places parts (tensor, replicate), not 'layer'",
+                      str(caught.exception))
 
 
 if __name__ == "__main__":

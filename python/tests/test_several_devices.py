@@ -92,7 +92,8 @@ class SeveralDevicesTest(unittest.TestCase):
     def test_unknown_split_and_share_counts_are_refused(self):
         with self.assertRaises(hoist.HoistError) as caught:
             hoist.load_file(self.path, device=["sim", "cpu"], split="diagonal")
-        self.assertIn("split 'diagonal' gives no", str(caught.exception))
+        self.assertIn("split 'diagonal' is not a split: layer, tensor, replicate",
+                      str(caught.exception))
         with self.assertRaises(hoist.HoistError):
             hoist.load_file(self.path, device=["sim", "cpu"], split="tensor", checksum=True)
         with self.assertRaises(hoist.HoistError) as caught:

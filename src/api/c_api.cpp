@@ -16,6 +16,7 @@
 #include "api/request.h"
 #include "base/build_info.h"
 #include "format/directory_json.h"
+#include "format/dtypes.h"
 #include "hoist/hoist.h"
 #include "pipeline/report_json.h"
 
@@ -42,7 +43,7 @@ hoist_status Fail(const hoist::Status& status) {
   return static_cast<hoist_status>(hoist::RowOf(status.code()).c_status);
 }
 
-hoist_status Invalid(const char* what) { return Fail(hoist::Status::InvalidArgument(what)); }
+hoist_status Invalid(const std::string& what) { return Fail(hoist::Status::InvalidArgument(what)); }
 
 // Runs an entry point's body so that no exception crosses the C boundary: every failure the
 // core knows of is already a Status; this is the net under the rest (out of memory, a broken
@@ -264,6 +265,23 @@ hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_te
   return HOIST_OK;
 }
 
+hoist_status hoist_model_tensor_block(const hoist_model* model, size_t index, uint32_t* elements,
+                                      uint32_t* bytes) {
+  if (model == nullptr || elements == nullptr || bytes == nullptr) {
+    return Invalid("model, elements and bytes must not be NULL");
+  }
+  if (index >= model->dir.tensors.size()) return Invalid("tensor index out of range");
+  const hoist::TensorEntry& t = model->dir.tensors[index];
+  const std::optional<hoist::DtypeBlock> block = hoist::BlockOf(model->dir.format, t.dtype);
+  if (!block) {
+    return Invalid("tensor '" + t.name + "' has dtype '" + t.dtype +
+                   "', which hoist has no block geometry for");
+  }
+  *elements = block->elements;
+  *bytes = block->bytes;
+  return HOIST_OK;
+}
+
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index) {
   if (model == nullptr || name == nullptr || index == nullptr) return Invalid("NULL argument");
   return Guarded([&] {
@@ -342,8 +360,9 @@ hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* opt
     auto parsed = hoist::ParseSplit(split, "split");
     if (!parsed.ok()) return Fail(parsed.status());
     request->split = *parsed;
-    if (!hoist::SplitMakesParts(request->split)) {
-      return Invalid("split 'layer' places whole tensors (hoist_model_place): tensor or replicate");
+    if (request->split->whole_tensors) {
+      return Invalid("split '" + request->split->name +
+                     "' places whole tensors (hoist_model_place): tensor or replicate");
     }
     if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
     auto devices = hoist::OpenRequestDevices(*request);
@@ -410,6 +429,18 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
   });
 }
 
+hoist_status hoist_split_places_parts(const char* split, int* places_parts) {
+  if (split == nullptr || places_parts == nullptr) {
+    return Invalid("split and places_parts must not be NULL");
+  }
+  return Guarded([&] {
+    auto policy = hoist::ParseSplit(split, "split");
+    if (!policy.ok()) return Fail(policy.status());
+    *places_parts = (*policy)->whole_tensors ? 0 : 1;
+    return HOIST_OK;
+  });
+}
+
 hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* options,
                                uint32_t* device_of, size_t count) {
   if (model == nullptr || device_of == nullptr)
@@ -422,17 +453,17 @@ hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* opt
   return Guarded([&] {
     auto request = ToRequest(options);
     if (!request.ok()) return Fail(request.status());
-    if (hoist::SplitMakesParts(request->split)) {
-      return Invalid("a tensor or replicate split places parts: hoist_model_split says where");
+    if (!request->split->whole_tensors) {
+      return Invalid("split '" + request->split->name +
+                     "' places parts: hoist_model_split says where");
     }
     if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
     auto devices = hoist::OpenRequestDevices(*request);
     if (!devices.ok()) return Fail(devices.status());
     auto plan = hoist::Place(model->dir, *devices, *request);
     if (!plan.ok()) return Fail(plan.status());
-    for (size_t i = 0; i < count; ++i) {
-      device_of[i] = plan->placement.empty() ? 0 : plan->placement[i];
-    }
+    const std::vector<uint32_t> placed = hoist::DeviceOfTensors(plan->parts, count);
+    std::copy(placed.begin(), placed.end(), device_of);
     return HOIST_OK;
   });
 }

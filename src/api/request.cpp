@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "format/model.h"
-#include "pipeline/device_placement.h"
-#include "plan/tensor_split.h"
+#include "plan/placement/fit.h"
+#include "plan/placement/tensor.h"
 
 namespace hoist {
 
@@ -31,7 +31,7 @@ Status Refuse(const std::string& what) { return Status::InvalidArgument(what); }
 
 // A plan file names cuts: it goes with the tensor split alone.
 Status CheckSplitPlan(const LoadRequest& request) {
-  if (request.split_plan.empty() || request.split == Split::kTensor) return Status::Ok();
+  if (request.split_plan.empty() || request.split->takes_plan) return Status::Ok();
   return Refuse(request.spelling.split_plan + " is for " + request.spelling.split + " tensor");
 }
 
@@ -40,7 +40,7 @@ Status CheckSplitPlan(const LoadRequest& request) {
 Status CheckParts(const LoadRequest& request) {
   const LoadOptions& o = request.options;
   const OptionSpelling& s = request.spelling;
-  const std::string what = !request.parts                ? s.split + " " + SplitName(request.split)
+  const std::string what = !request.parts                ? s.split + " " + request.split->name
                            : request.parts_on_one_device ? std::string("a load of regions")
                                                          : std::string("a load of parts");
   if (o.checksum) return Refuse(what + " takes no " + s.checksum + ": verify compares every part");
@@ -70,8 +70,8 @@ Status CheckRequest(const LoadRequest& request) {
     return Refuse(s.split_plan + " is for " + s.split + " tensor");
   }
   HOIST_RETURN_IF_ERROR(CheckSplitPlan(request));
-  if (!request.placement.empty() && SplitMakesParts(request.split)) {
-    return Refuse("a placement places whole tensors: " + s.split + " " + SplitName(request.split) +
+  if (!request.placement.empty() && !request.split->whole_tensors) {
+    return Refuse("a placement places whole tensors: " + s.split + " " + request.split->name +
                   " places parts");
   }
   return request.parts ? CheckParts(request) : Status::Ok();
@@ -119,27 +119,31 @@ Result<std::string> ReadPlanFile(const std::string& path) {
 }
 
 Result<std::vector<CutRule>> ReadCutRules(const LoadRequest& request, uint32_t devices) {
-  if (request.split_plan.empty()) return std::vector<CutRule>{};
+  if (request.split_plan.empty() || !request.split->takes_plan) return std::vector<CutRule>{};
   HOIST_ASSIGN_OR_RETURN(const std::string text, ReadPlanFile(request.split_plan));
   return ParseCutRules(text, request.split_plan, devices);
 }
 
-Result<std::vector<uint32_t>> CheckedPlacement(const TensorDirectory& dir,
-                                               const LoadRequest& request, size_t devices) {
+// The caller's placement (a device index per tensor) as whole parts.
+Result<std::vector<TensorRegion>> CheckedPlacement(const TensorDirectory& dir,
+                                                   const LoadRequest& request, size_t devices) {
   const std::vector<uint32_t>& placement = request.placement;
   if (placement.size() != dir.tensors.size()) {
     return Status::InvalidArgument("the placement has " + std::to_string(placement.size()) +
                                    " entries; the model has " + std::to_string(dir.tensors.size()) +
                                    " tensors");
   }
+  std::vector<TensorRegion> parts;
+  parts.reserve(placement.size());
   for (size_t i = 0; i < placement.size(); ++i) {
     if (placement[i] >= devices) {
       return Status::InvalidArgument("the placement puts tensor '" + dir.tensors[i].name +
                                      "' on device " + std::to_string(placement[i]) + " of " +
                                      std::to_string(devices));
     }
+    parts.push_back(WholePart(dir, i, placement[i]));
   }
-  return placement;
+  return parts;
 }
 
 }  // namespace
@@ -156,16 +160,11 @@ Result<Plan> Place(const TensorDirectory& dir,
     return plan;
   }
   if (!request.placement.empty()) {
-    HOIST_ASSIGN_OR_RETURN(plan.placement, CheckedPlacement(dir, request, devices.size()));
+    HOIST_ASSIGN_OR_RETURN(plan.parts, CheckedPlacement(dir, request, devices.size()));
     return plan;
   }
   if (devices.size() < 2) return plan;
-  const std::string hint = "give it a smaller share (" + request.spelling.shares + ")";
-  if (!SplitMakesParts(request.split)) {
-    HOIST_ASSIGN_OR_RETURN(plan.placement, PlaceByLayer(dir, devices, request.shares, hint));
-    return plan;
-  }
-  plan.by_parts = true;
+  plan.by_parts = !request.split->whole_tensors;
   HOIST_ASSIGN_OR_RETURN(plan.parts, PlaceParts(dir, devices, request));
   return plan;
 }
@@ -173,10 +172,22 @@ Result<Plan> Place(const TensorDirectory& dir,
 Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const LoadRequest& request) {
-  HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules,
-                         ReadCutRules(request, static_cast<uint32_t>(devices.size())));
-  return hoist::PlaceParts(dir, devices, request.split, request.shares, rules,
-                           "give it a smaller share (" + request.spelling.shares + ")");
+  const auto count = static_cast<uint32_t>(devices.size());
+  PlacementInput input{&dir, count, request.shares, {}, {}};
+  HOIST_ASSIGN_OR_RETURN(input.rules, ReadCutRules(request, count));
+  std::vector<DeviceRoom> rooms;
+  for (const auto& d : devices) {
+    const DeviceInfo info = d->Info();
+    input.free_memory.push_back(info.free_memory);
+    rooms.push_back({d->name(), info.free_memory});
+  }
+  const PlacementPolicy& policy = *request.split;
+  HOIST_ASSIGN_OR_RETURN(std::vector<TensorRegion> parts, PlaceModel(policy, input));
+  const std::string hint = policy.fit_hint.empty()
+                               ? "give it a smaller share (" + request.spelling.shares + ")"
+                               : policy.fit_hint;
+  HOIST_RETURN_IF_ERROR(CheckPartsFit(parts, rooms, policy.name, hint));
+  return parts;
 }
 
 namespace {
@@ -204,7 +215,7 @@ Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& reques
     }
     loaded = LoadRegions(dir, devices, plan.parts, options);
   } else {
-    options.placement = plan.placement;
+    if (!plan.parts.empty()) options.placement = DeviceOfTensors(plan.parts, dir.tensors.size());
     loaded = Load(dir, devices, options);
   }
   if (!loaded.ok()) return loaded.status();
@@ -216,8 +227,15 @@ Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& reques
 Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
                                                 const LoadRequest& request, uint32_t devices) {
   HOIST_RETURN_IF_ERROR(CheckSplitPlan(request));
-  HOIST_ASSIGN_OR_RETURN(const std::vector<CutRule> rules, ReadCutRules(request, devices));
-  return CutModel(dir, request.split, devices, request.shares, rules);
+  const PlacementPolicy& policy = *request.split;
+  if (policy.whole_tensors) {
+    return Status::InvalidArgument("the " + policy.name +
+                                   " split places whole tensors: its parts are given by a split "
+                                   "that places parts (tensor, replicate)");
+  }
+  PlacementInput input{&dir, devices, request.shares, {}, {}};
+  HOIST_ASSIGN_OR_RETURN(input.rules, ReadCutRules(request, devices));
+  return PlaceModel(policy, input);
 }
 
 Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,

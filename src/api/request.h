@@ -18,7 +18,7 @@
 #include "io/storage.h"
 #include "pipeline/loader.h"
 #include "plan/load_plan.h"
-#include "plan/split.h"
+#include "plan/placement/policy.h"
 
 namespace hoist {
 
@@ -46,10 +46,11 @@ struct OptionSpelling {
 };
 
 struct LoadRequest {
-  std::string device = "auto";      // one device, or several joined by commas
-  Split split = Split::kLayer;      // how several devices share the model
-  std::vector<double> shares;       // one per device; empty: layer by free memory, else equal
-  std::string split_plan;           // a plan file's path (ParseCutRules); Split::kTensor only
+  std::string device = "auto";  // one device, or several joined by commas
+  // How several devices share the model; never null.
+  const PlacementPolicy* split = &DefaultPlacementPolicy();
+  std::vector<double> shares;       // one per device; empty: the policy's default
+  std::string split_plan;           // a plan file's path (ParseCutRules); a split that takes_plan
   std::vector<uint32_t> placement;  // whole tensors: per directory tensor, a device index
   // Parts the caller chose (the C API's regions and parts): they are the load, not the split.
   std::optional<std::vector<TensorRegion>> parts;
@@ -65,13 +66,13 @@ Status CheckRequest(const LoadRequest& request);
 // The request's devices, opened in order (the same GPU named twice is refused).
 Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenRequestDevices(const LoadRequest& request);
 
-// Where a load puts the model: whole tensors on devices by `placement` (empty: all on the first
-// device), or, for a split into parts or parts the caller chose, `parts`.
+// Where a load puts the model, as parts. A load of whole tensors (by_parts false) has one whole
+// part per tensor, or none: all on the first device. A load of parts (a split's that places
+// parts, or the caller's) has each device's parts.
 struct Plan {
-  Split split = Split::kLayer;
+  const PlacementPolicy* split = &DefaultPlacementPolicy();
   size_t devices = 1;
   bool by_parts = false;
-  std::vector<uint32_t> placement;
   std::vector<TensorRegion> parts;
 };
 
@@ -81,8 +82,8 @@ Result<Plan> Place(const TensorDirectory& dir,
                    const std::vector<std::shared_ptr<CheckedDevice>>& devices,
                    const LoadRequest& request);
 
-// The parts the request's split (tensor or replicate) gives devices, on any number of them,
-// each device checked to hold its parts (what Place does for several devices).
+// The parts the request's split gives devices, on any number of them, each device checked to
+// hold its parts (what Place does for several devices).
 Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const LoadRequest& request);
@@ -126,7 +127,7 @@ Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& 
                                  uint32_t rank, uint32_t world, const AllGather& all_gather);
 
 // The parts `request.split` gives `devices` devices without opening one or checking memory
-// (what a rank of a job takes its share from).
+// (what a rank of a job takes its share from); a split of whole tensors is kInvalidArgument.
 Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
                                                 const LoadRequest& request, uint32_t devices);
 

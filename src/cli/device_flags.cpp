@@ -5,7 +5,7 @@
 
 #include "base/units.h"
 #include "cli/load_flags.h"
-#include "plan/layer_split.h"
+#include "plan/placement/layer.h"
 
 namespace hoist::cli {
 
@@ -49,7 +49,40 @@ Result<LoadRequest> ToRequest(const DeviceFlags& flags) {
 
 namespace {
 
-// A tensor split: per device, its parts' bytes; then how many tensors each cut took.
+// What each tensor became: cut by rows or by columns, whole on every device, whole on one;
+// empty when no tensor is cut or alone on a device (replicas only). pieces: parts per tensor.
+std::string DescribeCuts(const TensorDirectory& dir, const std::vector<TensorRegion>& parts,
+                         const std::vector<uint32_t>& pieces) {
+  enum Kind : uint8_t { kNone, kWhole, kRows, kColumns };
+  std::vector<Kind> kind(dir.tensors.size(), kNone);
+  for (const TensorRegion& r : parts) {
+    if (r.row_bytes == 0) continue;  // a tensor without bytes
+    const uint64_t rows = dir.tensors[r.tensor].nbytes / r.row_bytes;
+    if (r.row_end - r.row_begin != rows) {
+      kind[r.tensor] = kRows;
+    } else if (r.column_end - r.column_begin != r.row_bytes) {
+      kind[r.tensor] = kColumns;
+    } else if (kind[r.tensor] == kNone) {
+      kind[r.tensor] = kWhole;
+    }
+  }
+  size_t counts[4] = {0, 0, 0, 0};
+  size_t whole_on_one = 0;
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    if (kind[i] == kWhole && pieces[i] == 1) {
+      ++whole_on_one;
+    } else {
+      ++counts[kind[i]];
+    }
+  }
+  if (counts[kRows] + counts[kColumns] + whole_on_one == 0) return "";
+  return "cut by rows: " + std::to_string(counts[kRows]) +
+         " tensors, by columns: " + std::to_string(counts[kColumns]) +
+         ", whole on every device: " + std::to_string(counts[kWhole]) +
+         ", whole on one: " + std::to_string(whole_on_one);
+}
+
+// A split into parts: per device, its parts' bytes; then what each tensor became.
 std::vector<std::string> DescribeRegions(
     const TensorDirectory& dir, const Plan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
@@ -70,34 +103,8 @@ std::vector<std::string> DescribeRegions(
     lines.push_back(devices[d]->name() + ": " + std::to_string(tensors[d]) + " tensors or parts, " +
                     FormatBytes(bytes[d]) + " (" + percent + " of the model's bytes)");
   }
-  if (plan.split == Split::kTensor) {
-    // What each tensor became: cut by rows or by columns, whole on every device, whole on one.
-    enum Kind : uint8_t { kNone, kWhole, kRows, kColumns };
-    std::vector<Kind> kind(dir.tensors.size(), kNone);
-    for (const TensorRegion& r : plan.parts) {
-      const uint64_t rows = dir.tensors[r.tensor].nbytes / r.row_bytes;
-      if (r.row_end - r.row_begin != rows) {
-        kind[r.tensor] = kRows;
-      } else if (r.column_end - r.column_begin != r.row_bytes) {
-        kind[r.tensor] = kColumns;
-      } else if (kind[r.tensor] == kNone) {
-        kind[r.tensor] = kWhole;
-      }
-    }
-    size_t counts[4] = {0, 0, 0, 0};
-    size_t whole_on_one = 0;
-    for (size_t i = 0; i < dir.tensors.size(); ++i) {
-      if (kind[i] == kWhole && pieces[i] == 1) {
-        ++whole_on_one;
-      } else {
-        ++counts[kind[i]];
-      }
-    }
-    lines.push_back("cut by rows: " + std::to_string(counts[kRows]) +
-                    " tensors, by columns: " + std::to_string(counts[kColumns]) +
-                    ", whole on every device: " + std::to_string(counts[kWhole]) +
-                    ", whole on one: " + std::to_string(whole_on_one));
-  }
+  const std::string cuts = DescribeCuts(dir, plan.parts, pieces);
+  if (!cuts.empty()) lines.push_back(cuts);
   return lines;
 }
 
@@ -107,7 +114,7 @@ std::vector<std::string> DescribePlacement(
     const TensorDirectory& dir, const Plan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   if (plan.by_parts) return DescribeRegions(dir, plan, devices);
-  const std::vector<uint32_t>& placement = plan.placement;
+  const std::vector<uint32_t> placement = DeviceOfTensors(plan.parts, dir.tensors.size());
   struct Share {
     size_t tensors = 0;
     uint64_t bytes = 0;
@@ -118,7 +125,7 @@ std::vector<std::string> DescribePlacement(
   std::vector<Share> shares(devices.size());
   uint64_t total = 0;
   for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    Share& s = shares[placement.empty() ? 0 : placement[i]];
+    Share& s = shares[placement[i]];
     ++s.tensors;
     s.bytes += dir.tensors[i].nbytes;
     total += dir.tensors[i].nbytes;

@@ -45,7 +45,7 @@ nlohmann::ordered_json PlacementJson(const TensorDirectory& dir,
                                      const Plan& plan) {
   nlohmann::ordered_json names = nlohmann::ordered_json::array();
   for (const auto& d : devices) names.push_back(d->name());
-  nlohmann::ordered_json j = {{"split", devices.size() > 1 ? SplitName(plan.split) : "none"},
+  nlohmann::ordered_json j = {{"split", devices.size() > 1 ? plan.split->name.c_str() : "none"},
                               {"devices", names}};
   if (plan.by_parts) {
     // Each part: its tensor, device, rows and bytes of each row.
@@ -59,11 +59,7 @@ nlohmann::ordered_json PlacementJson(const TensorDirectory& dir,
     }
     j["parts"] = std::move(parts);
   } else {
-    nlohmann::ordered_json device_of = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < dir.tensors.size(); ++i) {
-      device_of.push_back(plan.placement.empty() ? 0u : plan.placement[i]);
-    }
-    j["device_of"] = std::move(device_of);
+    j["device_of"] = DeviceOfTensors(plan.parts, dir.tensors.size());
   }
   return j;
 }
@@ -87,7 +83,7 @@ int RunInspect(const InspectFlags& f) {
   }
   std::cout << DirectoryToText(dir.value());
   if (!devices.empty()) {
-    std::printf("\nplacement (%s split):\n", devices.size() > 1 ? SplitName(plan.split) : "no");
+    std::printf("\nplacement (%s split):\n", devices.size() > 1 ? plan.split->name.c_str() : "no");
     for (const std::string& line : DescribePlacement(*dir, plan, devices)) {
       std::printf("  %s\n", line.c_str());
     }

@@ -1,6 +1,7 @@
 #include "format/dtypes.h"
 
 #include <array>
+#include <numeric>
 
 namespace hoist {
 namespace {
@@ -81,6 +82,18 @@ const SafetensorsDtype* FindSafetensorsDtype(std::string_view name) {
     if (d.name == name) return &d;
   }
   return nullptr;
+}
+
+std::optional<DtypeBlock> BlockOf(std::string_view format, std::string_view dtype) {
+  if (format == "gguf") {
+    const GgmlType* type = FindGgmlTypeByName(dtype);
+    if (type == nullptr) return std::nullopt;
+    return DtypeBlock{type->block_size, type->block_bytes};
+  }
+  const SafetensorsDtype* type = FindSafetensorsDtype(dtype);
+  if (type == nullptr || type->bits == 0) return std::nullopt;
+  const uint32_t elements = 8 / std::gcd(type->bits, 8u);  // the fewest values filling whole bytes
+  return DtypeBlock{elements, type->bits * elements / 8};
 }
 
 }  // namespace hoist

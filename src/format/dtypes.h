@@ -29,4 +29,14 @@ struct SafetensorsDtype {
 std::span<const SafetensorsDtype> SafetensorsDtypes();
 const SafetensorsDtype* FindSafetensorsDtype(std::string_view name);
 
+// A dtype as its smallest whole unit: `elements` values in `bytes` bytes (F32: 1 in 4; Q4_0:
+// 32 in 18; F4: 2 in 1; F6_E2M3: 4 in 3).
+struct DtypeBlock {
+  uint32_t elements;
+  uint32_t bytes;
+};
+
+// The block of `dtype` as `format` ("gguf" or "safetensors") spells it; nullopt if unknown.
+std::optional<DtypeBlock> BlockOf(std::string_view format, std::string_view dtype);
+
 }  // namespace hoist

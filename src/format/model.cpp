@@ -1,7 +1,6 @@
 #include "format/model.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <regex>
@@ -9,9 +8,8 @@
 #include <unordered_map>
 
 #include "format/foreign_formats.h"
-#include "format/gguf.h"
+#include "format/formats.h"
 #include "format/json_text.h"
-#include "format/safetensors.h"
 #include "io/file.h"
 
 namespace hoist {
@@ -24,14 +22,16 @@ Result<TensorDirectory> ReadOneFile(Storage& storage, const std::string& path) {
   unsigned char head[kSniffBytes] = {};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(file->size(), kSniffBytes));
   if (n > 0) HOIST_RETURN_IF_ERROR(file->ReadExact(0, head, n));
-  if (std::memcmp(head, "GGUF", 4) == 0 || path.ends_with(".gguf")) return ReadGguf(*file);
+  if (const ModelFormat* format = FindFormat(head, n, path); format != nullptr) {
+    return format->read(*file);
+  }
   if (const ForeignFormat foreign = DescribeForeignFile(head, n, path); !foreign.what.empty()) {
     return Status(
         Code::kInvalidModel,
         Status::InvalidModel(path, 0, "not safetensors or GGUF but " + foreign.what).message() +
             "; " + foreign.next);
   }
-  return ReadSafetensors(*file);
+  return FallbackFormat().read(*file);
 }
 
 // Appends part's files and tensors to whole, renumbering file indexes. A tensor name seen

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -325,7 +326,11 @@ TEST(CApiTest, ATensorSplitOrReplicasAsPartsLoadedByHoistOrIntoTheCallersMemory)
   // A split that is neither, a part for a device the options do not name.
   EXPECT_EQ(hoist_model_split(model, &options, "diagonal", nullptr, 0, &count),
             HOIST_INVALID_ARGUMENT);
-  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' is not a split: layer, tensor or replicate");
+  // The built-in splits first; a test that registers a policy adds it after them.
+  EXPECT_EQ(std::string(hoist_last_error())
+                .rfind("split 'diagonal' is not a split: layer, tensor, replicate", 0),
+            0u)
+      << hoist_last_error();
   parts[0].device = 2;
   EXPECT_EQ(hoist_load_parts(model, &options, parts.data(), parts.size(), &loaded),
             HOIST_INVALID_ARGUMENT);
@@ -684,7 +689,11 @@ TEST(CApiTest, ASplitInTheOptionsLoadsItsPartsAndAPlanChangesThem) {
   options.split_plan = nullptr;
   options.split = "diagonal";
   EXPECT_EQ(hoist_load(model, &options, &loaded), HOIST_INVALID_ARGUMENT);
-  EXPECT_STREQ(hoist_last_error(), "split 'diagonal' is not a split: layer, tensor or replicate");
+  // The built-in splits first; a test that registers a policy adds it after them.
+  EXPECT_EQ(std::string(hoist_last_error())
+                .rfind("split 'diagonal' is not a split: layer, tensor, replicate", 0),
+            0u)
+      << hoist_last_error();
   hoist_model_close(model);
 }
 
@@ -718,6 +727,49 @@ TEST(CApiTest, TheCppWrapperReachesEveryEntryPoint) {
   EXPECT_THROW(model.load_rank(options, "replicate", 0, 2, [](void*, uint64_t) { return 1; }),
                hoist::Error);
   EXPECT_EQ(hoist::Version(), hoist_version());
+  EXPECT_EQ(model.block(0), (std::pair<uint32_t, uint32_t>{1, 4}));  // F32
+  int places_parts = -1;
+  EXPECT_EQ(hoist_split_places_parts("replicate", &places_parts), HOIST_OK);
+  EXPECT_EQ(places_parts, 1);
+  EXPECT_EQ(hoist_split_places_parts("layer", &places_parts), HOIST_OK);
+  EXPECT_EQ(places_parts, 0);
+  EXPECT_EQ(hoist_split_places_parts("diagonal", &places_parts), HOIST_INVALID_ARGUMENT);
+}
+
+// Each tensor's block geometry is ggml's (values and bytes per block) for GGUF's quantized
+// types and an element (or the fewest whole bytes) for plain ones.
+TEST(CApiTest, BlockGeometryOfEveryDtype) {
+  hoist::testing::TempDir tmp;
+  const std::string path = tmp.File("q.gguf");
+  hoist::SampleSpec spec;
+  spec.target_bytes = 1 << 20;
+  spec.dtypes = {"Q4_K", "Q8_0", "F16", "Q6_K", "IQ4_NL"};
+  ASSERT_TRUE(hoist::WriteSampleModel(path, spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK) << hoist_last_error();
+  const std::vector<std::tuple<std::string, uint32_t, uint32_t>> expected = {
+      {"Q4_K", 256, 144}, {"Q8_0", 32, 34},   {"F16", 1, 2},
+      {"Q6_K", 256, 210}, {"IQ4_NL", 32, 18}, {"F32", 1, 4}};
+  size_t checked = 0;
+  for (size_t i = 0; i < hoist_model_tensor_count(model); ++i) {
+    hoist_tensor_info info{};
+    ASSERT_EQ(hoist_model_tensor(model, i, &info), HOIST_OK);
+    uint32_t elements = 0;
+    uint32_t bytes = 0;
+    ASSERT_EQ(hoist_model_tensor_block(model, i, &elements, &bytes), HOIST_OK);
+    for (const auto& [dtype, want_elements, want_bytes] : expected) {
+      if (dtype != info.dtype) continue;
+      EXPECT_EQ(elements, want_elements) << dtype;
+      EXPECT_EQ(bytes, want_bytes) << dtype;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, hoist_model_tensor_count(model));  // every dtype the sample wrote
+  uint32_t elements = 0;
+  EXPECT_EQ(hoist_model_tensor_block(model, 1u << 30, &elements, &elements),
+            HOIST_INVALID_ARGUMENT);
+  EXPECT_EQ(hoist_model_tensor_block(model, 0, nullptr, &elements), HOIST_INVALID_ARGUMENT);
+  hoist_model_close(model);
 }
 
 // Every status has one name, the library one version: what the CLI, doctor and Python show.

@@ -111,11 +111,13 @@ TEST_F(RegisteredBackendTest, TheFacadeOpensItByNameAndLoadsThroughIt) {
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   for (const std::string devices : {"ledger:0", "ledger:0,sim", "sim,ledger:1"}) {
     SCOPED_TRACE(devices);
-    for (const Split split : {Split::kLayer, Split::kTensor, Split::kReplicate}) {
-      SCOPED_TRACE(SplitName(split));
+    for (const char* split : {"layer", "tensor", "replicate"}) {
+      SCOPED_TRACE(split);
       LoadRequest request;
       request.device = devices;
-      request.split = split;
+      auto policy = ParseSplit(split, "split");
+      ASSERT_TRUE(policy.ok()) << policy.status().ToString();
+      request.split = *policy;
       const uint64_t before = g_copied_bytes;
       auto loaded = Load(*dir, request);
       ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();

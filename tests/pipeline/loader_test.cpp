@@ -19,7 +19,8 @@
 #include "format/sample_model.h"
 #include "io/fault_injection_file.h"
 #include "pipeline/load_checks.h"
-#include "plan/tensor_split.h"
+#include "plan/placement/replicate.h"
+#include "plan/placement/tensor.h"
 #include "test_util.h"
 
 namespace hoist {
@@ -404,8 +405,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
 // block: freeing it could let the copies write into memory handed out again. It once freed it
 // regardless. A device that can stop its copies frees the block as before.
 TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
-  auto cut = CutModel(dir_, Split::kReplicate, 2, {}, {});
-  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  const std::vector<TensorRegion> cut = ReplicateTensors(dir_, 2);
   const AllGather gather = [](void*, uint64_t) { return Status::Ok(); };
   for (const bool can_stop : {false, true}) {
     auto device = Device(std::string("sim:stall_after=1MiB,abandon=") + (can_stop ? "1" : "0"));
@@ -413,7 +413,7 @@ TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
     o.stall_timeout_s = 1;
     o.chunk_bytes = 1 << 20;
     std::vector<TensorRegion> mine;
-    auto model = LoadRank(dir_, device, *cut, 0, 2, gather, o, &mine);
+    auto model = LoadRank(dir_, device, cut, 0, 2, gather, o, &mine);
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kStalled);
     const bool kept =

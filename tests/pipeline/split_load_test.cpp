@@ -9,7 +9,8 @@
 
 #include "pipeline/load_checks.h"
 #include "pipeline/loader.h"
-#include "plan/tensor_split.h"
+#include "plan/placement/replicate.h"
+#include "plan/placement/tensor.h"
 
 namespace hoist {
 namespace {

@@ -1,4 +1,5 @@
-#include "plan/tensor_split.h"
+#include "plan/placement/tensor.h"
+#include "plan/placement/replicate.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "plan/layer_split.h"
+#include "plan/placement/layer.h"
 
 #include <gtest/gtest.h>
 

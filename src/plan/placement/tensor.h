@@ -15,7 +15,6 @@
 #include "base/status.h"
 #include "format/tensor_directory.h"
 #include "plan/load_plan.h"
-#include "plan/split.h"
 
 namespace hoist {
 
@@ -57,15 +56,5 @@ std::vector<CutRule> ChooseCuts(const TensorDirectory& dir, const std::vector<Cu
 Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
                                              const std::vector<CutRule>& cuts,
                                              const std::vector<double>& shares);
-
-// Every tensor whole on each of `devices` devices.
-std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t devices);
-
-// The parts `split` gives `devices` devices: kTensor (CutTensors by `rules`, then the built-in
-// ones, in proportion to shares; empty: equal) or kReplicate; kLayer (no parts), no device or a
-// share count that is not the device count is kInvalidArgument.
-Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, Split split,
-                                           uint32_t devices, const std::vector<double>& shares,
-                                           const std::vector<CutRule>& rules);
 
 }  // namespace hoist

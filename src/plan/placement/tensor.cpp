@@ -1,4 +1,4 @@
-#include "plan/tensor_split.h"
+#include "plan/placement/tensor.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "base/platform.h"
 #include "format/dtypes.h"
+#include "plan/placement/builtin.h"
 
 namespace hoist {
 namespace {
@@ -316,34 +317,10 @@ Result<std::vector<TensorRegion>> CutTensors(const TensorDirectory& dir,
   return regions;
 }
 
-std::vector<TensorRegion> ReplicateTensors(const TensorDirectory& dir, uint32_t devices) {
-  std::vector<TensorRegion> regions;
-  for (size_t i = 0; i < dir.tensors.size(); ++i) {
-    const TensorEntry& t = dir.tensors[i];
-    if (t.nbytes == 0) continue;
-    for (uint32_t d = 0; d < devices; ++d) {
-      regions.push_back({i, t.nbytes, 0, 1, 0, t.nbytes, nullptr, d});
-    }
-  }
-  return regions;
-}
-
-Result<std::vector<TensorRegion>> CutModel(const TensorDirectory& dir, Split split,
-                                           uint32_t devices, const std::vector<double>& shares,
-                                           const std::vector<CutRule>& rules) {
-  if (devices == 0) return Status::InvalidArgument("a split needs a device");
-  if (!shares.empty() && shares.size() != devices) {
-    return Status::InvalidArgument(std::to_string(shares.size()) + " shares for " +
-                                   std::to_string(devices) + " devices");
-  }
-  if (split == Split::kReplicate) return ReplicateTensors(dir, devices);
-  if (split != Split::kTensor) {
-    return Status::InvalidArgument(
-        "the layer split places whole tensors: its parts are "
-        "given by a tensor or replicate split");
-  }
-  return CutTensors(dir, ChooseCuts(dir, rules),
-                    shares.empty() ? std::vector<double>(devices, 1.0) : shares);
+Result<std::vector<TensorRegion>> PlaceTensorCuts(const PlacementInput& input) {
+  const std::vector<double> equal(input.devices, 1.0);
+  return CutTensors(*input.dir, ChooseCuts(*input.dir, input.rules),
+                    input.shares.empty() ? equal : input.shares);
 }
 
 }  // namespace hoist

@@ -1,9 +1,12 @@
-#include "plan/layer_split.h"
+#include "plan/placement/layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <numeric>
+
+#include "plan/placement/builtin.h"
 
 namespace hoist {
 namespace {
@@ -83,6 +86,25 @@ Result<Placement> SplitByLayer(const TensorDirectory& dir, const std::vector<dou
     if (layer >= 0) placement.device_of[i] = device_of_layer[layer];
   }
   return placement;
+}
+
+Result<std::vector<TensorRegion>> PlaceLayers(const PlacementInput& input) {
+  std::vector<double> weights = input.shares;
+  if (weights.empty()) {
+    const std::vector<uint64_t>& free = input.free_memory;
+    const bool known = free.size() == input.devices &&
+                       std::all_of(free.begin(), free.end(), [](uint64_t f) { return f > 0; });
+    for (uint32_t d = 0; d < input.devices; ++d) {
+      weights.push_back(known ? static_cast<double>(free[d]) : 1.0);
+    }
+  }
+  HOIST_ASSIGN_OR_RETURN(const Placement placement, SplitByLayer(*input.dir, weights));
+  std::vector<TensorRegion> parts;
+  parts.reserve(placement.device_of.size());
+  for (size_t i = 0; i < placement.device_of.size(); ++i) {
+    parts.push_back(WholePart(*input.dir, i, placement.device_of[i]));
+  }
+  return parts;
 }
 
 }  // namespace hoist
