@@ -58,11 +58,6 @@ Status CheckRequest(const LoadRequest& request) {
   const LoadOptions& o = request.options;
   const OptionSpelling& s = request.spelling;
   HOIST_RETURN_IF_ERROR(CheckLoadOptions(o));
-  if (!o.strides.empty() || !o.read_groups.empty() || !o.placement.empty()) {
-    return Refuse(
-        "strides, read groups and the options' placement are the planner's: a front "
-        "end gives a request's placement or parts");
-  }
   if (o.destinations_when_needed && !o.destination) {
     return Refuse("destinations_when_needed needs a destination callback");
   }
@@ -215,8 +210,10 @@ Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& reques
     }
     loaded = LoadRegions(dir, devices, plan.parts, options);
   } else {
-    if (!plan.parts.empty()) options.placement = DeviceOfTensors(plan.parts, dir.tensors.size());
-    loaded = Load(dir, devices, options);
+    const std::vector<uint32_t> placement = plan.parts.empty()
+                                                ? std::vector<uint32_t>{}
+                                                : DeviceOfTensors(plan.parts, dir.tensors.size());
+    loaded = Load(dir, devices, options, placement);
   }
   if (!loaded.ok()) return loaded.status();
   (*loaded)->report.phases.device_open = device_open;

@@ -55,7 +55,7 @@ struct LoadRequest {
   // Parts the caller chose (the C API's regions and parts): they are the load, not the split.
   std::optional<std::vector<TensorRegion>> parts;
   bool parts_on_one_device = false;  // the C API's regions: one device, the caller's memory
-  LoadOptions options;  // settings, names, callbacks; strides and read_groups are the planner's
+  LoadOptions options;               // settings, names, callbacks
   OptionSpelling spelling;
 };
 

@@ -75,10 +75,8 @@ Result<TensorDirectory> RegionDirectory(const TensorDirectory& dir,
 Result<std::unique_ptr<LoadedModel>> LoadRegions(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const std::vector<TensorRegion>& regions, const LoadOptions& options) {
-  if (!options.names.empty() || options.destination || !options.strides.empty() ||
-      !options.read_groups.empty() || options.checksum) {
-    return Status::InvalidArgument(
-        "a load of regions takes no names, destinations, strides, read groups or checksum");
+  if (!options.names.empty() || options.destination || options.checksum) {
+    return Status::InvalidArgument("a load of regions takes no names, destinations or checksum");
   }
   HOIST_ASSIGN_OR_RETURN(const TensorDirectory parts, RegionDirectory(dir, regions));
   size_t with_destination = 0;
@@ -96,33 +94,35 @@ Result<std::unique_ptr<LoadedModel>> LoadRegions(
                                    " regions have a destination: give every region one or none");
   }
   LoadOptions o = options;
+  ReadSpec read;
   // Regions of the same rows of a tensor: one read group.
   std::map<std::tuple<size_t, uint64_t, uint64_t, uint64_t>, std::vector<uint32_t>> same_rows;
   for (size_t i = 0; i < regions.size(); ++i) {
     const TensorRegion& r = regions[i];
     if (ByRows(r)) {
-      o.strides.resize(regions.size());
-      o.strides[i] = {r.column_end - r.column_begin, r.row_bytes};
+      read.strides.resize(regions.size());
+      read.strides[i] = {r.column_end - r.column_begin, r.row_bytes};
     }
     same_rows[{r.tensor, r.row_bytes, r.row_begin, r.row_end}].push_back(static_cast<uint32_t>(i));
   }
   uint32_t group = 0;
   for (const auto& [rows, members] : same_rows) {
     if (members.size() < 2) continue;
-    o.read_groups.resize(regions.size());
+    read.read_groups.resize(regions.size());
     ++group;
-    for (uint32_t i : members) o.read_groups[i] = group;
+    for (uint32_t i : members) read.read_groups[i] = group;
   }
+  std::vector<uint32_t> placement;
   if (devices.size() > 1) {
-    o.placement.resize(regions.size());
-    for (size_t i = 0; i < regions.size(); ++i) o.placement[i] = regions[i].device;
+    placement.resize(regions.size());
+    for (size_t i = 0; i < regions.size(); ++i) placement[i] = regions[i].device;
   }
   if (with_destination != 0) {
     o.destination = [&regions](size_t i, const TensorEntry&) -> Result<void*> {
       return regions[i].destination;
     };
   }
-  return Load(parts, devices, o);
+  return Load(parts, devices, o, placement, read);
 }
 
 Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,

@@ -64,8 +64,14 @@ class LoadSession {
  public:
   LoadSession(const TensorDirectory& dir,
               const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-              const LoadOptions& options)
-      : dir_(dir), devices_(devices), options_(options), job_(std::make_shared<LoadJob>()) {}
+              const LoadOptions& options, const std::vector<uint32_t>& placement,
+              const ReadSpec& read)
+      : dir_(dir),
+        devices_(devices),
+        options_(options),
+        placement_(placement),
+        read_(read),
+        job_(std::make_shared<LoadJob>()) {}
 
   Status Prepare();
   void Stream();
@@ -92,12 +98,14 @@ class LoadSession {
   const TensorDirectory& dir_;
   const std::vector<std::shared_ptr<CheckedDevice>>& devices_;
   const LoadOptions& options_;
+  const std::vector<uint32_t>& placement_;
+  ReadSpec read_;  // the caller's strides and read groups; the session adds the rest
   const Clock::time_point start_ = Clock::now();
   std::unique_ptr<LoadedModel> model_ =
       std::make_unique<LoadedModel>(devices_, dir_.tensors.size());
   std::shared_ptr<LoadJob> job_;
   std::vector<bool> selected_;  // empty: all
-  DeviceLayout layout_;
+  TensorLayout layout_;
   uint64_t chunk_bytes_ = 0;
   std::vector<std::thread> threads_;
   Clock::time_point stream_start_;
@@ -150,23 +158,23 @@ Status LoadSession::OpenFiles() {
 // Each device with bytes to load gets its share of the readers and of the staging budget, and
 // its pool is built before planning, so the chunks are cut to the buffers the pools hold.
 bool LoadSession::ReadsMoreThanItCopies() const {
-  if (layout_.strides.empty()) return false;
+  if (read_.strides.empty()) return false;
   uint64_t read = 0;
   for (uint32_t i : layout_.tensors) {
-    const RowStride& s = layout_.strides[i];
+    const RowStride& s = read_.strides[i];
     const uint64_t n = dir_.tensors[i].nbytes;
     // A read group's members together read about their rows once (the columns of one tensor).
-    const bool grouped = !layout_.read_groups.empty() && layout_.read_groups[i] != 0;
+    const bool grouped = !read_.read_groups.empty() && read_.read_groups[i] != 0;
     read += s.width == 0 || n == 0 || grouped ? n : (n / s.width - 1) * s.pitch + s.width;
   }
   return read > layout_.tensor_bytes + layout_.tensor_bytes / 4;
 }
 
 bool LoadSession::ForwardReplicas() {
-  if (layout_.read_groups.empty()) return false;
+  if (read_.read_groups.empty()) return false;
   std::vector<bool> holds(devices_.size(), false);
   for (uint32_t i : layout_.tensors) {
-    if (layout_.read_groups[i] != 0) holds[layout_.device_of[i]] = true;
+    if (read_.read_groups[i] != 0) holds[layout_.device_of[i]] = true;
   }
   for (size_t a = 0; a < devices_.size(); ++a) {
     for (size_t b = 0; b < devices_.size(); ++b) {
@@ -247,7 +255,7 @@ Status LoadSession::CreateLanes() {
 
 Status LoadSession::AllocateDestinations() {
   LoadedModel& model = *model_;
-  const DeviceLayout& plan = layout_;
+  const TensorLayout& plan = layout_;
   job_->dest = std::vector<std::atomic<unsigned char*>>(dir_.tensors.size());
   if (options_.destination) {
     model.SetExternalDestinations();
@@ -292,29 +300,28 @@ Status LoadSession::Prepare() {
   if (options_.destinations_when_needed && !options_.destination) {
     return Status::InvalidArgument("destinations when needed need a destination callback");
   }
-  if (options_.checksum && !options_.strides.empty()) {
+  if (options_.checksum && !read_.strides.empty()) {
     return Status::InvalidArgument("checksums are of whole tensors; a load by rows has none");
   }
-  if (!options_.read_groups.empty() && (options_.checksum || options_.destinations_when_needed)) {
+  if (!read_.read_groups.empty() && (options_.checksum || options_.destinations_when_needed)) {
     return Status::InvalidArgument(
         "tensors read once for several devices take no checksums or destinations when needed");
   }
-  if (!options_.read_groups.empty() && options_.read_groups.size() != dir_.tensors.size()) {
+  if (!read_.read_groups.empty() && read_.read_groups.size() != dir_.tensors.size()) {
     return Status::InvalidArgument(
-        "read groups are given for " + std::to_string(options_.read_groups.size()) +
+        "read groups are given for " + std::to_string(read_.read_groups.size()) +
         " tensors; the model has " + std::to_string(dir_.tensors.size()));
   }
   job_->dir = &dir_;
   HOIST_RETURN_IF_ERROR(SelectTensors());
-  if (devices_.size() > 1 || !options_.placement.empty()) model.SetPlacement(options_.placement);
-  Placement placement{static_cast<uint32_t>(devices_.size()), options_.placement};
+  if (devices_.size() > 1 || !placement_.empty()) model.SetPlacement(placement_);
+  Placement placement{static_cast<uint32_t>(devices_.size()), placement_};
   HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));
-  layout_.strides = options_.strides;
-  model.SetStrides(options_.strides);
-  layout_.read_groups = options_.read_groups;
-  layout_.forward_replicas = ForwardReplicas();
+  model.SetStrides(read_.strides);
+  read_.forward_replicas = ForwardReplicas();
+  read_.staging_domain.clear();
   for (const auto& d : devices_) {
-    layout_.staging_domain.push_back(static_cast<uint32_t>(d->capabilities().staging_domain));
+    read_.staging_domain.push_back(static_cast<uint32_t>(d->capabilities().staging_domain));
   }
   double plan_s = Seconds(start_);
 
@@ -331,7 +338,7 @@ Status LoadSession::Prepare() {
   report.phases.allocate = Seconds(allocate_start);
 
   const Clock::time_point plan_start = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(job_->plan, PlanChunks(dir_, layout_, chunk_bytes_));
+  HOIST_ASSIGN_OR_RETURN(job_->plan, PlanChunks(dir_, layout_, read_, chunk_bytes_));
   const LoadPlan& plan = job_->plan;
   for (size_t d = 0; d < job_->lanes.size(); ++d) {
     job_->lanes[d]->next_chunk.store(plan.first_chunk[d]);
@@ -570,13 +577,13 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
 
 Result<std::unique_ptr<LoadedModel>> Load(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-    const LoadOptions& options) {
+    const LoadOptions& options, const std::vector<uint32_t>& placement, const ReadSpec& read) {
   HOIST_RETURN_IF_ERROR(CheckLoadOptions(options));
   if (devices.empty()) return Status::InvalidArgument("a load needs a device");
   for (const auto& d : devices) {
     if (!d) return Status::InvalidArgument("a load's device is null");
   }
-  LoadSession session(dir, devices, options);
+  LoadSession session(dir, devices, options, placement, read);
   HOIST_RETURN_IF_ERROR(session.Prepare());
   session.Stream();
   return session.TearDown();

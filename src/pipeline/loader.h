@@ -46,9 +46,6 @@ struct LoadOptions {
   std::function<bool(const LoadProgress&)> progress;
   // Set from any thread to cancel. SIGINT/SIGTERM also cancel once handlers are installed.
   const std::atomic<bool>* cancel = nullptr;
-  // Which of Load's devices each directory tensor goes to (an index into them, one entry per
-  // tensor). Empty: every tensor to the first.
-  std::vector<uint32_t> placement;
   // Destinations chosen by the caller (an engine's own buffers): the pointer on the tensor's
   // device for directory tensor `index`, which must hold tensor.nbytes bytes. Unset: hoist
   // allocates one block per device and owns it.
@@ -67,14 +64,6 @@ struct LoadOptions {
   // directory tensor `index` is on its device; a reported tensor stays landed even if the load
   // fails later. Keep it short: the reader waits for it.
   std::function<void(size_t index)> tensor_loaded;
-  // Tensors read by rows (column slices; LoadRegions sets it), per directory tensor; empty:
-  // none. Not with checksum.
-  std::vector<RowStride> strides;
-  // Tensors read once for several devices (LoadRegions sets it; DeviceLayout::read_groups says
-  // what a group may hold), per directory tensor; empty: none. Members that are one file range
-  // on devices that reach each other directly are each sent 1/N over their own host link and
-  // the rest over the peer link. Not with checksum or destinations_when_needed.
-  std::vector<uint32_t> read_groups;
 };
 
 struct PhaseSeconds {
@@ -178,10 +167,17 @@ class LoadedModel {
   bool external_ = false;
 };
 
-// Loads the selected tensors onto devices as options.placement says.
+// Loads the selected tensors onto devices: where they go apart from how they are read.
+// placement: per directory tensor, an index into devices; empty: every tensor to the first.
+// read: tensors read by rows (strides: column slices, not with checksum) and tensors read once
+// for several devices (read_groups: members that are one file range on devices that reach each
+// other are each sent 1/N over their own host link and the rest over the peer link; not with
+// checksum or destinations_when_needed), per directory tensor; LoadRegions sets them. Its
+// forward_replicas and staging_domain are the session's to fill.
 Result<std::unique_ptr<LoadedModel>> Load(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-    const LoadOptions& options);
+    const LoadOptions& options, const std::vector<uint32_t>& placement = {},
+    const ReadSpec& read = {});
 // Everything onto one device.
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,
                                           const std::shared_ptr<CheckedDevice>& device,
@@ -196,8 +192,8 @@ Result<TensorDirectory> RegionDirectory(const TensorDirectory& dir,
 // Loads regions of tensors onto devices; the result's tensor i is region i, on
 // devices[regions[i].device]. Regions of one tensor that cover the same rows (its columns cut
 // among devices, or the whole tensor on each) are read once for all of them. Either every
-// region has a destination or none has (hoist then allocates). options.names, destination,
-// strides, read_groups and checksum must be unset.
+// region has a destination or none has (hoist then allocates). options.names, destination
+// and checksum must be unset.
 Result<std::unique_ptr<LoadedModel>> LoadRegions(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const std::vector<TensorRegion>& regions, const LoadOptions& options);

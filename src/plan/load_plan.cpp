@@ -371,10 +371,10 @@ void OrderChunksByDevice(LoadPlan& plan) {
 
 }  // namespace
 
-Result<DeviceLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
+Result<TensorLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
                                    const Placement& placement) {
   HOIST_RETURN_IF_ERROR(CheckPlacement(dir, placement));
-  DeviceLayout layout;
+  TensorLayout layout;
   layout.device_of.assign(dir.tensors.size(), 0);
   layout.device_offset.assign(dir.tensors.size(), 0);
   layout.allocation_bytes.assign(placement.devices, 0);
@@ -398,15 +398,16 @@ Result<DeviceLayout> LayOutTensors(const TensorDirectory& dir, const std::vector
 
 Result<LoadPlan> PlanLoad(const TensorDirectory& dir, const std::vector<bool>& selected,
                           uint64_t chunk_bytes, const Placement& placement) {
-  HOIST_ASSIGN_OR_RETURN(const DeviceLayout layout, LayOutTensors(dir, selected, placement));
-  return PlanChunks(dir, layout, chunk_bytes);
+  HOIST_ASSIGN_OR_RETURN(const TensorLayout layout, LayOutTensors(dir, selected, placement));
+  return PlanChunks(dir, layout, {}, chunk_bytes);
 }
 
-Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layout,
-                            uint64_t chunk_bytes) {
+Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const TensorLayout& layout,
+                            const ReadSpec& read, uint64_t chunk_bytes) {
   if (chunk_bytes == 0) return Status::InvalidArgument("chunk size must be positive");
   LoadPlan plan;
-  static_cast<DeviceLayout&>(plan) = layout;
+  static_cast<TensorLayout&>(plan) = layout;
+  static_cast<ReadSpec&>(plan) = read;
   HOIST_RETURN_IF_ERROR(CheckStrides(dir, plan));
   const std::map<uint32_t, std::vector<uint32_t>> groups = ReadGroups(dir, plan);
   std::vector<bool> in_group(dir.tensors.size(), false);

@@ -72,7 +72,7 @@ struct Placement {
 };
 
 // Where each selected tensor lives: its device and its offset in that device's one block.
-struct DeviceLayout {
+struct TensorLayout {
   std::vector<uint32_t> tensors;              // the tensors loaded, in directory order
   std::vector<uint32_t> device_of;            // per directory tensor: its device
   std::vector<uint64_t> device_offset;        // per directory tensor: offset in its block
@@ -80,6 +80,10 @@ struct DeviceLayout {
   std::vector<uint64_t> device_tensor_bytes;  // per device: the loaded tensors' bytes
   uint64_t tensor_bytes = 0;                  // sum of the loaded tensors' sizes
   uint64_t largest_tensor = 0;
+};
+
+// How tensors are read, beyond one file range each: by rows, once for several devices.
+struct ReadSpec {
   // Per directory tensor, for tensors read by rows (width 0: contiguous); empty: none is.
   std::vector<RowStride> strides;
   // Per directory tensor: tensors with the same nonzero number are read once for all of them
@@ -98,7 +102,7 @@ struct DeviceLayout {
 };
 
 // The layout and the reads that fill it.
-struct LoadPlan : DeviceLayout {
+struct LoadPlan : TensorLayout, ReadSpec {
   std::vector<Chunk> chunks;  // in (device, file, offset) order
   // Per directory tensor, with forward_replicas: the other members of its read group that take
   // its forwarded segments; empty: none.
@@ -110,11 +114,11 @@ struct LoadPlan : DeviceLayout {
 
 // selected: which tensors to load (empty: all). A placement that names a device outside its
 // count, or that does not cover every tensor, is kInvalidArgument.
-Result<DeviceLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
+Result<TensorLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
                                    const Placement& placement = {});
-// Cuts the layout's file ranges into chunks of at most chunk_bytes (> 0).
-Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const DeviceLayout& layout,
-                            uint64_t chunk_bytes);
+// Cuts the layout's file ranges, read as `read` says, into chunks of at most chunk_bytes (> 0).
+Result<LoadPlan> PlanChunks(const TensorDirectory& dir, const TensorLayout& layout,
+                            const ReadSpec& read, uint64_t chunk_bytes);
 // Both at once.
 Result<LoadPlan> PlanLoad(const TensorDirectory& dir, const std::vector<bool>& selected,
                           uint64_t chunk_bytes, const Placement& placement = {});

@@ -54,11 +54,11 @@ TEST_F(PlacementTest, TwoSimDevicesAndHostEachGetTheirTensorsByteExact) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim"),
                                                                Device("host")};
   LoadOptions o;
-  o.placement = RoundRobin(3);
+  std::vector<uint32_t> placement = RoundRobin(3);
   o.checksum = true;
   o.chunk_bytes = 1 << 20;  // several chunks per device, so every lane streams
   {
-    auto model = Load(dir_, devices, o);
+    auto model = Load(dir_, devices, o, placement);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     LoadedModel& m = **model;
     EXPECT_EQ(m.report.device, "sim, sim, host");
@@ -84,9 +84,9 @@ TEST_F(PlacementTest, SimsSharingAHostSideTogetherTakeAtLeastItsTime) {
   const std::string spec = "sim:bandwidth=10GB/s,latency_us=0,host_bandwidth=100MB/s";
   std::vector<std::shared_ptr<CheckedDevice>> devices = {Device(spec), Device(spec)};
   LoadOptions o;
-  o.placement = RoundRobin(2);
+  std::vector<uint32_t> placement = RoundRobin(2);
   const auto start = std::chrono::steady_clock::now();
-  auto model = Load(dir_, devices, o);
+  auto model = Load(dir_, devices, o, placement);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -103,8 +103,8 @@ TEST_F(PlacementTest, AStalledReadBackEndsVerifyAndTheModelIsStillFreed) {
       Device("host"), Device("sim:readback_bandwidth=1KB/s")};
   {
     LoadOptions o;
-    o.placement = RoundRobin(2);
-    auto model = Load(dir_, devices, o);
+    std::vector<uint32_t> placement = RoundRobin(2);
+    auto model = Load(dir_, devices, o, placement);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const auto start = std::chrono::steady_clock::now();
     auto mismatches = Verify(dir_, **model, 4, 10, /*stall_timeout_s=*/0.5);
@@ -128,9 +128,9 @@ TEST_F(PlacementTest, ADeviceThatFailsMidLoadLeavesNothingAllocatedOnAnyDevice) 
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {
       Device("sim"), Device("sim:fail_copy_after=2MiB"), Device("host")};
   LoadOptions o;
-  o.placement = RoundRobin(3);
+  std::vector<uint32_t> placement = RoundRobin(3);
   o.chunk_bytes = 1 << 20;
-  auto model = Load(dir_, devices, o);
+  auto model = Load(dir_, devices, o, placement);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kDeviceError);
   EXPECT_NE(model.status().message().find("fail_copy_after"), std::string::npos)
@@ -142,10 +142,10 @@ TEST_F(PlacementTest, ADeviceThatStallsIsNamedAndEverythingIsFreed) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("host"),
                                                                Device("sim:stall_after=1MiB")};
   LoadOptions o;
-  o.placement = RoundRobin(2);
+  std::vector<uint32_t> placement = RoundRobin(2);
   o.chunk_bytes = 1 << 20;
   o.stall_timeout_s = 1;
-  auto model = Load(dir_, devices, o);
+  auto model = Load(dir_, devices, o, placement);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
   EXPECT_NE(model.status().message().find("device copy stage on sim"), std::string::npos)
@@ -157,14 +157,14 @@ TEST_F(PlacementTest, CallerDestinationsOnTwoDevices) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("host")};
   std::vector<void*> mine;
   LoadOptions o;
-  o.placement = RoundRobin(2);
+  std::vector<uint32_t> placement = RoundRobin(2);
   o.destination = [&](size_t i, const TensorEntry& t) -> Result<void*> {
-    HOIST_ASSIGN_OR_RETURN(void* p, devices[o.placement[i]]->AllocateDevice(t.nbytes));
+    HOIST_ASSIGN_OR_RETURN(void* p, devices[placement[i]]->AllocateDevice(t.nbytes));
     mine.push_back(p);
     return p;
   };
   {
-    auto model = Load(dir_, devices, o);
+    auto model = Load(dir_, devices, o, placement);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ExpectByteExact(dir_, **model);
   }
@@ -173,21 +173,21 @@ TEST_F(PlacementTest, CallerDestinationsOnTwoDevices) {
             mine.size());
   for (size_t k = 0; k < mine.size(); ++k) {
     // Destinations were made in directory order, so k is the tensor's index.
-    ASSERT_TRUE(devices[o.placement[k]]->FreeDevice(mine[k]).ok());
+    ASSERT_TRUE(devices[placement[k]]->FreeDevice(mine[k]).ok());
   }
 }
 
 TEST_F(PlacementTest, APlacementThatDoesNotFitTheDevicesIsRefused) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim")};
   LoadOptions o;
-  o.placement = RoundRobin(3);
-  auto model = Load(dir_, devices, o);
+  std::vector<uint32_t> placement = RoundRobin(3);
+  auto model = Load(dir_, devices, o, placement);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(model.status().message(),
             "the placement puts tensor '" + dir_.tensors[2].name + "' on device 2; there are 2");
-  o.placement = {0};
-  model = Load(dir_, devices, o);
+  placement = {0};
+  model = Load(dir_, devices, o, placement);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().message(), "the placement names a device for 1 tensors; the model has " +
                                           std::to_string(dir_.tensors.size()));
@@ -197,8 +197,8 @@ TEST_F(PlacementTest, APlacementThatDoesNotFitTheDevicesIsRefused) {
 TEST_F(PlacementTest, ADeviceWithNothingPlacedOnItIsLeftAlone) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim")};
   LoadOptions o;
-  o.placement.assign(dir_.tensors.size(), 1);
-  auto model = Load(dir_, devices, o);
+  std::vector<uint32_t> placement(dir_.tensors.size(), 1);
+  auto model = Load(dir_, devices, o, placement);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ(devices[0]->live_device_allocations(), 0u);
   EXPECT_EQ(devices[0]->live_pinned_allocations(), 0u);
