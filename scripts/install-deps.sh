@@ -12,9 +12,13 @@ packages=(
   cmake g++ clang libclang-rt-14-dev make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev liburing-dev
+  # models over HTTP(S)
+  libcurl4-openssl-dev
 )
 if ! $core; then
   packages+=(
+    # the HTTP source's tests: a real web server on loopback, a self-signed certificate
+    nginx openssl
     # the formatting and lint checks
     clang-format clang-tidy
     # Windows cross-build and its test runner; the HIP backend's build check

@@ -71,14 +71,16 @@ class TensorReader:
         self._numpy = framework in ("np", "numpy")
         self._path = os.fspath(filename)
         self._closed = False
-        if self.MISSING_IS_FILE_NOT_FOUND and not os.path.exists(self._path):
+        remote = self._path.startswith(("http://", "https://"))  # hoist's HTTP source
+        if self.MISSING_IS_FILE_NOT_FOUND and not remote and not os.path.exists(self._path):
             raise FileNotFoundError(f"No such file or directory: {self._path}")
         try:
             self._model = Model(self._path)
         except HoistError as e:
             raise self.Error(str(e)) from e
-        if self._model.format != self.FORMAT or not os.path.isfile(self._path) or \
-                self._path.endswith(".json"):
+        if self._model.format != self.FORMAT or self._path.endswith(".json") or \
+                (not os.path.isfile(self._path) if not remote else
+                 any(t.file for t in self._model.tensors.values())):
             raise self.Error(f"{self._path}: not a {self.FORMAT} file (this reads one file; "
                              f"hoist.load_file reads indexes, directories and split sets)")
         # "cuda" is the first GPU, as safetensors takes it (torch's would be the current one).

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <regex>
 
+#include "io/http_storage.h"
+
 namespace hoist {
 namespace {
 
@@ -82,10 +84,12 @@ std::string DescribeForeignDirectory(const std::vector<std::string>& files) {
 
 std::string DescribeMissingModel(Storage& storage, const std::string& name) {
   static const std::regex kUrl("^[a-zA-Z][a-zA-Z0-9+.-]*://.*");
+  if (IsHttpUrl(name)) return {};  // the HTTP source's own error says what happened
   if (std::regex_match(name, kUrl)) {
-    return "it is a URL: hoist reads local files; download the model first (for a Hugging Face "
-           "repo: huggingface-cli download ORG/NAME --local-dir DIR; for s3://: aws s3 cp "
-           "--recursive) and give hoist the local path";
+    return "it is a URL hoist does not read (it reads local files, http:// and https://); "
+           "download the model first (for a Hugging Face repo: huggingface-cli download "
+           "ORG/NAME --local-dir DIR; for s3://: aws s3 cp --recursive) and give hoist the "
+           "local path";
   }
   static const std::regex kRepoId("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
   if (!std::regex_match(name, kRepoId)) return {};

@@ -288,7 +288,7 @@ Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& stora
 }
 
 Result<TensorDirectory> ReadModelDirectory(const std::string& path) {
-  return ReadModelDirectory(LocalStorage(), path);
+  return ReadModelDirectory(StorageFor(path), path);
 }
 
 }  // namespace hoist

@@ -89,6 +89,10 @@ class File {
     return false;
   }
 
+  // Ends the reads in progress and refuses new ones (kCancelled), for a load that stops: a
+  // source whose reads can hang (a network) returns from them promptly. A local file's reads
+  // cannot be interrupted and return when the disk answers. Thread safe.
+  virtual void Abort() {}
   // Reads exactly n bytes at offset, looping over short and interrupted reads. A read that
   // returns 0 bytes before n are read is an error naming the file and the offset.
   Status ReadExact(uint64_t offset, void* dst, size_t n) { return ReadAtLeast(offset, dst, n, n); }

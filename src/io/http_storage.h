@@ -1,0 +1,59 @@
+// Models served over HTTP(S): every read is a ranged GET, so a model loads straight from a web
+// server or an object store's HTTP endpoint into the devices, without a copy on local disk.
+// Built on libcurl (http_storage_curl.cpp); a build without it has http_storage_none.cpp,
+// whose sources say so.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "io/storage.h"
+
+namespace hoist {
+
+// Whether `name` is a URL that HttpStorage reads (http:// or https://).
+bool IsHttpUrl(std::string_view name);
+
+// `url` with any user:password@ replaced by "***@": what messages show.
+std::string RedactUrl(const std::string& url);
+
+struct HttpOptions {
+  double connect_timeout_s = 10;
+  // A transfer that moves no byte for this long is given up and retried (the load's watchdog
+  // names the stall first when its own timeout is shorter).
+  double stall_timeout_s = 30;
+  // Tries after the first, for what can pass: 5xx and 429 answers, refused or reset
+  // connections, transfers cut short or stalled. 0.2 s before the first, doubling.
+  int retries = 4;
+  // Sent as "Authorization: Bearer <token>" to the host of `token_host` only (not after a
+  // redirect to another host); never printed.
+  std::string bearer_token;
+  std::string token_host;
+  // A PEM file of certificate authorities to trust besides none (empty: the system's). TLS
+  // peers are always verified.
+  std::string ca_file;
+};
+
+// What a source's requests did, for reports: totals since it was made.
+struct HttpCounters {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+// The options the environment gives: CURL_CA_BUNDLE or SSL_CERT_FILE for ca_file,
+// HOIST_HTTP_RETRIES, HOIST_HTTP_STALL_TIMEOUT.
+HttpOptions HttpOptionsFromEnvironment();
+
+// A source over HTTP(S). Names are URLs; Parent and Join work on their paths. Open asks for the
+// file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose ETag
+// must match, so a file replaced while it is read is kFileChanged, never mixed bytes. 404 is
+// kNotFound and 401/403 kIoError, each naming the URL; ListFiles is refused (a server lists no
+// directory: name the file or the index). `counters` may be null.
+std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options,
+                                         std::shared_ptr<HttpCounters> counters = nullptr);
+
+}  // namespace hoist

@@ -1,0 +1,54 @@
+// Which Storage a name belongs to: a URL to the HTTP source, anything else to the local file
+// system.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "io/http_storage.h"
+#include "io/storage.h"
+
+namespace hoist {
+namespace {
+
+std::string Environment(const char* name) {
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read, never set
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+}  // namespace
+
+bool IsHttpUrl(std::string_view name) {
+  return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0;
+}
+
+std::string RedactUrl(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const size_t host = scheme + 3;
+  const size_t end = url.find_first_of("/?#", host);
+  const size_t at = url.rfind('@', end == std::string::npos ? url.size() : end);
+  if (at == std::string::npos || at < host) return url;
+  return url.substr(0, host) + "***" + url.substr(at);
+}
+
+HttpOptions HttpOptionsFromEnvironment() {
+  HttpOptions o;
+  o.ca_file = Environment("CURL_CA_BUNDLE");
+  if (o.ca_file.empty()) o.ca_file = Environment("SSL_CERT_FILE");
+  if (const std::string retries = Environment("HOIST_HTTP_RETRIES"); !retries.empty()) {
+    o.retries = std::clamp(std::atoi(retries.c_str()), 0, 20);
+  }
+  if (const std::string stall = Environment("HOIST_HTTP_STALL_TIMEOUT"); !stall.empty()) {
+    const double seconds = std::atof(stall.c_str());
+    if (seconds > 0) o.stall_timeout_s = seconds;
+  }
+  return o;
+}
+
+std::shared_ptr<Storage> StorageFor(const std::string& name) {
+  if (!IsHttpUrl(name)) return LocalStorage();
+  static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
+  return http;
+}
+
+}  // namespace hoist

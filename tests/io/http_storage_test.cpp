@@ -1,0 +1,482 @@
+// The HTTP source against a real web server: nginx on loopback, over HTTP and HTTPS (a
+// self-signed certificate the test trusts), serving sample models in every shape; and a proxy
+// in front of it that fails, resets, stalls or changes what it serves, as networks and object
+// stores do. Every tensor loaded over HTTP is compared byte for byte with the local file.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/request.h"
+#include "format/model.h"
+#include "format/sample_model.h"
+#include "io/http_storage.h"
+#include "pipeline/load_checks.h"
+#include "test_util.h"
+
+extern char** environ;  // NOLINT: posix_spawn's environment
+
+namespace hoist {
+namespace {
+
+using testing::Device;
+using testing::ExpectByteExact;
+using testing::RunHoist;
+
+int FreePort() {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t n = sizeof a;
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+    close(s);
+    return -1;
+  }
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+int Connect(int port) {
+  const int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
+  return pid;
+}
+
+int Run(const std::vector<std::string>& argv) {
+  const pid_t pid = Spawn(argv);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// nginx serving `root` over HTTP and HTTPS on two free loopback ports, as a foreground process
+// this object stops.
+class Nginx {
+ public:
+  explicit Nginx(const std::string& dir) : dir_(dir) {
+    cert_ = dir + "/cert.pem";
+    const std::string key = dir + "/key.pem";
+    ok_ = Run({HOIST_OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+               "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert_, "-days",
+               "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"}) == 0;
+    http_ = FreePort();
+    https_ = FreePort();
+    std::ofstream conf(dir + "/nginx.conf");
+    conf << "daemon off;\nworker_processes 2;\npid " << dir << "/nginx.pid;\nerror_log " << dir
+         << "/error.log;\nevents { worker_connections 256; }\nhttp {\n  access_log off;\n";
+    for (const char* temp : {"client_body", "proxy", "fastcgi", "uwsgi", "scgi"}) {
+      conf << "  " << temp << "_temp_path " << dir << "/tmp;\n";
+    }
+    conf << "  server { listen 127.0.0.1:" << http_ << "; root " << dir << "/root; }\n"
+         << "  server { listen 127.0.0.1:" << https_ << " ssl; root " << dir << "/root;\n"
+         << "    ssl_certificate " << cert_ << "; ssl_certificate_key " << key << "; }\n}\n";
+    conf.close();
+    std::filesystem::create_directories(dir + "/root");
+    std::filesystem::create_directories(dir + "/tmp");
+    pid_ = Spawn({HOIST_NGINX, "-c", dir + "/nginx.conf", "-p", dir, "-e", dir + "/error.log"});
+    for (int i = 0; i < 200 && ok_; ++i) {  // up to 10 s for it to listen
+      const int s = Connect(http_);
+      if (s >= 0) {
+        close(s);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ok_ = false;
+  }
+  ~Nginx() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Nginx(const Nginx&) = delete;
+  Nginx& operator=(const Nginx&) = delete;
+
+  bool ok() const { return ok_ && pid_ > 0; }
+  std::string root() const { return dir_ + "/root"; }
+  std::string http(const std::string& name) const {
+    return "http://127.0.0.1:" + std::to_string(http_) + "/" + name;
+  }
+  std::string https(const std::string& name) const {
+    return "https://127.0.0.1:" + std::to_string(https_) + "/" + name;
+  }
+  int http_port() const { return http_; }
+  const std::string& cert() const { return cert_; }
+
+ private:
+  std::string dir_;
+  std::string cert_;
+  int http_ = -1;
+  int https_ = -1;
+  pid_t pid_ = -1;
+  bool ok_ = false;
+};
+
+// What the proxy does to the responses it relays.
+enum class Fault : uint8_t {
+  kNone,
+  kFailFirst,     // the first `count` ranged GETs get 500
+  kResetOnce,     // the first ranged GET's body is cut in half and the connection closed
+  kStall,         // ranged GETs after the first `count` get their headers and then nothing
+  kChangeETag,    // ranged GETs after the first `count` carry another ETag
+  kIgnoreRanges,  // ranged GETs are answered 200 with the whole file
+};
+
+// A proxy on a free loopback port in front of nginx's HTTP port: each request is sent to nginx
+// on a connection of its own, its whole answer read, and relayed (or not) as `fault` says, on a
+// client connection kept alive.
+class FaultProxy {
+ public:
+  FaultProxy(int upstream, Fault fault, int count)
+      : upstream_(upstream), fault_(fault), count_(count) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &n) == 0 &&
+        listen(listener_, 64) == 0) {
+      port_ = ntohs(a.sin_port);
+    }
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~FaultProxy() {
+    stop_ = true;
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    acceptor_.join();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int s : clients_) shutdown(s, SHUT_RDWR);
+    for (std::thread& t : workers_) t.join();
+  }
+  FaultProxy(const FaultProxy&) = delete;
+  FaultProxy& operator=(const FaultProxy&) = delete;
+
+  std::string url(const std::string& name) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/" + name;
+  }
+  int ranged_gets() const { return ranged_gets_; }
+
+ private:
+  void Accept() {
+    while (!stop_) {
+      const int client = accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      std::lock_guard<std::mutex> lock(mutex_);
+      clients_.push_back(client);
+      workers_.emplace_back([this, client] { Serve(client); });
+    }
+  }
+
+  static bool SendAll(int s, const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = send(s, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // The upstream's whole answer to `request` (sent with Connection: close).
+  std::string Upstream(std::string request) const {
+    const size_t end = request.find("\r\n\r\n");
+    request.insert(end, "\r\nConnection: close");
+    const int s = Connect(upstream_);
+    if (s < 0 || !SendAll(s, request)) {
+      if (s >= 0) close(s);
+      return {};
+    }
+    std::string answer;
+    char buffer[1 << 16];
+    for (ssize_t n; (n = recv(s, buffer, sizeof buffer, 0)) > 0;) {
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+    close(s);
+    return answer;
+  }
+
+  void Serve(int client) {
+    std::string pending;
+    char buffer[1 << 14];
+    while (!stop_) {
+      const size_t end = pending.find("\r\n\r\n");
+      if (end == std::string::npos) {
+        const ssize_t n = recv(client, buffer, sizeof buffer, 0);
+        if (n <= 0) break;
+        pending.append(buffer, static_cast<size_t>(n));
+        continue;
+      }
+      std::string request = pending.substr(0, end + 4);
+      pending.erase(0, end + 4);
+      const bool ranged =
+          request.rfind("GET ", 0) == 0 && request.find("Range:") != std::string::npos;
+      const int index = ranged ? ranged_gets_++ : -1;
+      if (!Relay(client, request, ranged, index)) break;
+    }
+    close(client);
+  }
+
+  bool Relay(int client, std::string request, bool ranged, int index) {
+    if (ranged && fault_ == Fault::kFailFirst && index < count_) {
+      return SendAll(client, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n");
+    }
+    if (ranged && fault_ == Fault::kIgnoreRanges) {
+      const size_t range = request.find("Range:");
+      request.erase(range, request.find("\r\n", range) + 2 - range);
+    }
+    std::string answer = Upstream(request);
+    const size_t head_end = answer.find("\r\n\r\n") + 4;
+    if (ranged && fault_ == Fault::kChangeETag && index >= count_) {
+      const size_t etag = answer.find("ETag: \"");
+      if (etag != std::string::npos) answer.replace(etag + 7, 1, "f");
+    }
+    if (ranged && fault_ == Fault::kStall && index >= count_) {
+      SendAll(client, answer.substr(0, head_end));
+      while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return false;
+    }
+    if (ranged && fault_ == Fault::kResetOnce && index == 0) {
+      SendAll(client, answer.substr(0, head_end + (answer.size() - head_end) / 2));
+      return false;  // closes the connection mid-body
+    }
+    return SendAll(client, answer);
+  }
+
+  int upstream_;
+  Fault fault_;
+  int count_;
+  int listener_ = -1;
+  int port_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ranged_gets_{0};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::vector<int> clients_;
+  std::vector<std::thread> workers_;
+};
+
+class HttpStorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<Nginx>(tmp_.path());
+    ASSERT_TRUE(server_->ok()) << "nginx did not start; see " << tmp_.File("error.log");
+  }
+
+  // Writes a sample model under the server's root; its local directory.
+  TensorDirectory Write(const std::string& name, SampleSpec spec) {
+    auto dir = WriteSampleModel(server_->root() + "/" + name, spec);
+    EXPECT_TRUE(dir.ok()) << dir.status().ToString();
+    auto opened = ReadModelDirectory(server_->root() + "/" + name);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return opened.ok() ? std::move(opened).value() : TensorDirectory{};
+  }
+
+  HttpOptions Options() const {
+    HttpOptions o;
+    o.ca_file = server_->cert();
+    o.retries = 3;
+    o.stall_timeout_s = 2;
+    return o;
+  }
+
+  // Opens `url` through a source of its own and loads it onto a host device with `options`.
+  Result<std::unique_ptr<LoadedModel>> LoadUrl(const std::string& url, HttpOptions http,
+                                               TensorDirectory* dir_out,
+                                               std::shared_ptr<HttpCounters> counters = nullptr,
+                                               LoadOptions options = {}) {
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory dir,
+                           ReadModelDirectory(MakeHttpStorage(http, std::move(counters)), url));
+    if (options.threads == 0) options.threads = 4;
+    if (options.chunk_bytes == 0) options.chunk_bytes = 1 << 20;
+    auto model = Load(dir, Device("host"), options);
+    *dir_out = std::move(dir);
+    return model;
+  }
+
+  testing::TempDir tmp_;
+  std::unique_ptr<Nginx> server_;
+};
+
+TEST_F(HttpStorageTest, EveryShapeOfModelLoadsByteExactOverHttpAndHttps) {
+  struct Case {
+    std::string name;  // what the user names: a file, an index, the first split
+    std::string format;
+    int shards;
+  };
+  for (const Case& c : {Case{"a.safetensors", "safetensors", 1}, Case{"b.gguf", "gguf", 1},
+                        Case{"c/model.safetensors.index.json", "safetensors", 3},
+                        Case{"d/m-00001-of-00002.gguf", "gguf", 2}}) {
+    SCOPED_TRACE(c.name);
+    std::filesystem::create_directories(
+        std::filesystem::path(server_->root() + "/" + c.name).parent_path());
+    SampleSpec spec;
+    spec.format = c.format;
+    spec.shards = c.shards;
+    spec.target_bytes = 6 << 20;
+    const TensorDirectory local = Write(c.name, spec);
+    for (const std::string& url : {server_->http(c.name), server_->https(c.name)}) {
+      SCOPED_TRACE(url);
+      TensorDirectory remote;
+      auto counters = std::make_shared<HttpCounters>();
+      auto model = LoadUrl(url, Options(), &remote, counters);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      ASSERT_EQ(remote.tensors.size(), local.tensors.size());
+      ASSERT_EQ(remote.files.size(), static_cast<size_t>(c.shards));
+      ExpectByteExact(local, **model);  // every tensor against the local file's bytes
+      EXPECT_GT(counters->requests.load(), 0u);
+      EXPECT_EQ(counters->retries.load(), 0u);
+    }
+  }
+}
+
+TEST_F(HttpStorageTest, AMissingFileAnUntrustedCertificateAndAServerThatIgnoresRanges) {
+  TensorDirectory remote;
+  auto missing = LoadUrl(server_->http("nothing.safetensors"), Options(), &remote);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_EQ(missing.status().message(), server_->http("nothing.safetensors") + ": 404 Not Found");
+
+  Write("a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  HttpOptions untrusting = Options();
+  untrusting.ca_file = tmp_.File("nothing.pem");  // trusts no one: the peer is not verified
+  auto untrusted = LoadUrl(server_->https("a.safetensors"), untrusting, &remote);
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_EQ(untrusted.status().code(), Code::kIoError);
+  EXPECT_EQ(untrusted.status().message().rfind(server_->https("a.safetensors") + ": ", 0), 0u)
+      << untrusted.status().message();
+
+  FaultProxy proxy(server_->http_port(), Fault::kIgnoreRanges, 0);
+  auto whole = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_NE(whole.status().message().find("(it ignores byte ranges)"), std::string::npos)
+      << whole.status().message();
+}
+
+TEST_F(HttpStorageTest, FailuresThatPassAreRetriedAndTheBytesStayExact) {
+  SampleSpec spec{"safetensors", 4 << 20};
+  const TensorDirectory local = Write("a.safetensors", spec);
+  for (const Fault fault : {Fault::kFailFirst, Fault::kResetOnce}) {
+    SCOPED_TRACE(static_cast<int>(fault));
+    FaultProxy proxy(server_->http_port(), fault, 2);
+    TensorDirectory remote;
+    auto counters = std::make_shared<HttpCounters>();
+    auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote, counters);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(local, **model);
+    EXPECT_GE(counters->retries.load(), fault == Fault::kFailFirst ? 2u : 1u);
+  }
+  // Past the retries: the last error, naming the URL and the range.
+  FaultProxy failing(server_->http_port(), Fault::kFailFirst, 1000);
+  TensorDirectory remote;
+  HttpOptions once = Options();
+  once.retries = 1;
+  auto failed = LoadUrl(failing.url("a.safetensors"), once, &remote);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Code::kIoError);
+  EXPECT_NE(
+      failed.status().message().find(failing.url("a.safetensors") + ": 500 Internal Server Error"),
+      std::string::npos)
+      << failed.status().message();
+}
+
+TEST_F(HttpStorageTest, AFileReplacedWhileItIsReadIsAnErrorNotMixedBytes) {
+  Write("a.safetensors", SampleSpec{"safetensors", 4 << 20});
+  FaultProxy proxy(server_->http_port(), Fault::kChangeETag, 1);
+  TensorDirectory remote;
+  auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged);
+  EXPECT_NE(model.status().message().find(proxy.url("a.safetensors") +
+                                          " changed while it was read (ETag was \""),
+            std::string::npos)
+      << model.status().message();
+}
+
+TEST_F(HttpStorageTest, AStalledServerIsTheWatchdogsWithinItsTimeout) {
+  Write("a.safetensors", SampleSpec{"safetensors", 4 << 20});
+  FaultProxy proxy(server_->http_port(), Fault::kStall, 2);
+  TensorDirectory remote;
+  HttpOptions patient = Options();
+  patient.stall_timeout_s = 30;  // the transfer would wait longer than the load's watchdog
+  LoadOptions options;
+  options.stall_timeout_s = 1;
+  const auto start = std::chrono::steady_clock::now();
+  auto model = LoadUrl(proxy.url("a.safetensors"), patient, &remote, nullptr, options);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kStalled) << model.status().ToString();
+  EXPECT_LT(waited, 10.0);
+}
+
+TEST_F(HttpStorageTest, SigtermMidDownloadEndsTheLoadWithin2Seconds) {
+  Write("a.safetensors", SampleSpec{"safetensors", 4 << 20});
+  FaultProxy proxy(server_->http_port(), Fault::kStall, 2);  // the load's reads never finish
+  const pid_t pid = Spawn({HOIST_CLI, "load", proxy.url("a.safetensors"), "--device", "host",
+                           "--stall-timeout", "600", "--quiet"});
+  ASSERT_GT(pid, 0);
+  while (proxy.ranged_gets() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto sent = std::chrono::steady_clock::now();
+  kill(pid, SIGTERM);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5)) << "no exit";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  EXPECT_LT(took, 2.0);
+}
+
+TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {
+  Write("a.gguf", SampleSpec{"gguf", 2 << 20});
+  auto r = RunHoist({"verify", server_->http("a.gguf"), "--device", "sim"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunHoist({"load", server_->http("gone.gguf"), "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + server_->http("gone.gguf") + ": 404 Not Found\n");
+}
+
+}  // namespace
+}  // namespace hoist
