@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "io/http_storage.h"
+#include "io/hub.h"
 
 namespace hoist {
 namespace {
@@ -22,18 +23,6 @@ std::string ConvertPyTorch(const std::string& path) {
   return "convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
          "st; st.save_file(torch.load('" +
          path + "', weights_only=True), 'model.safetensors')\"";
-}
-
-// The Hugging Face hub cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub).
-std::string HubCache() {
-  if (const char* cache = std::getenv("HF_HUB_CACHE"); cache != nullptr && *cache != '\0') {
-    return cache;
-  }
-  if (const char* home = std::getenv("HF_HOME"); home != nullptr && *home != '\0') {
-    return std::string(home) + "/hub";
-  }
-  const char* home = std::getenv("HOME");
-  return home == nullptr ? std::string() : std::string(home) + "/.cache/huggingface/hub";
 }
 
 }  // namespace
@@ -86,36 +75,19 @@ std::string DescribeMissingModel(Storage& storage, const std::string& name) {
   static const std::regex kUrl("^[a-zA-Z][a-zA-Z0-9+.-]*://.*");
   if (IsHttpUrl(name)) return {};  // the HTTP source's own error says what happened
   if (std::regex_match(name, kUrl)) {
-    return "it is a URL hoist does not read (it reads local files, http:// and https://); "
-           "download the model first (for a Hugging Face repo: huggingface-cli download "
-           "ORG/NAME --local-dir DIR; for s3://: aws s3 cp --recursive) and give hoist the "
-           "local path";
+    return "it is a URL hoist does not read (it reads local files, http://, https:// and "
+           "hf://); download the model first (for s3://: aws s3 cp --recursive) and give hoist "
+           "the local path";
   }
   static const std::regex kRepoId("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
   if (!std::regex_match(name, kRepoId)) return {};
-  const std::string cache = HubCache();
-  if (!cache.empty()) {
-    // The cache's layout: models--ORG--NAME/refs/main holds the commit whose snapshot is
-    // models--ORG--NAME/snapshots/COMMIT/.
-    const std::string repo = cache + "/models--" + name.substr(0, name.find('/')) + "--" +
-                             name.substr(name.find('/') + 1);
-    std::string commit(64, '\0');
-    auto ref = storage.Open(repo + "/refs/main", {});
-    if (ref.ok() && (*ref)->size() > 0 && (*ref)->size() <= commit.size() &&
-        (*ref)->ReadExact(0, commit.data(), (*ref)->size()).ok()) {
-      commit.resize((*ref)->size());
-      commit.erase(commit.find_last_not_of(" \n\r\t") + 1);
-      const std::string snapshot = repo + "/snapshots/" + commit;
-      auto type = storage.Type(snapshot);
-      if (!commit.empty() && type.ok() && *type == EntryType::kDirectory) {
-        return "it looks like a Hugging Face repo id, and the Hugging Face cache holds it: give "
-               "hoist " +
-               snapshot;
-      }
-    }
+  if (const std::string snapshot = CachedSnapshot(storage, name, "main"); !snapshot.empty()) {
+    return "it looks like a Hugging Face repo id, and the Hugging Face cache holds it: name it "
+           "hf://" +
+           name + " (or give hoist " + snapshot + ")";
   }
-  return "it looks like a Hugging Face repo id: download it first (huggingface-cli download " +
-         name + " --local-dir DIR) and give hoist DIR";
+  return "it looks like a Hugging Face repo id: name it hf://" + name +
+         " (hoist reads it from the Hugging Face cache, else from the hub)";
 }
 
 }  // namespace hoist

@@ -11,6 +11,7 @@
 #include "format/formats.h"
 #include "format/json_text.h"
 #include "io/file.h"
+#include "io/hub.h"
 
 namespace hoist {
 namespace {
@@ -288,7 +289,8 @@ Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& stora
 }
 
 Result<TensorDirectory> ReadModelDirectory(const std::string& path) {
-  return ReadModelDirectory(StorageFor(path), path);
+  HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(path));
+  return ReadModelDirectory(where.storage, where.path);
 }
 
 }  // namespace hoist

@@ -294,9 +294,10 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   if (!options_.bearer_token.empty() && !options_.token_host.empty()) {
     // A custom Authorization header is not sent after a redirect to another host (libcurl
     // >= 7.58), so a hub's token never reaches its CDN.
-    const size_t host = url.find("://");
+    const size_t scheme = url.find("://");
+    const size_t host = scheme == std::string::npos ? scheme : scheme + 3;
     if (host != std::string::npos &&
-        url.compare(host + 3, options_.token_host.size(), options_.token_host) == 0) {
+        url.substr(host, url.find('/', host) - host) == options_.token_host) {
       auth = "Authorization: Bearer " + options_.bearer_token;
       headers = curl_slist_append(headers, auth.c_str());
     }

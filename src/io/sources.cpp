@@ -1,10 +1,11 @@
-// Which Storage a name belongs to: a URL to the HTTP source, anything else to the local file
-// system.
+// Which Storage a name belongs to: a Hugging Face repo id to the local cache or the hub, a URL
+// to the HTTP source, anything else to the local file system.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "io/http_storage.h"
+#include "io/hub.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -45,10 +46,12 @@ HttpOptions HttpOptionsFromEnvironment() {
   return o;
 }
 
-std::shared_ptr<Storage> StorageFor(const std::string& name) {
-  if (!IsHttpUrl(name)) return LocalStorage();
+Result<ModelLocation> LocateModel(const std::string& name) {
+  HOIST_ASSIGN_OR_RETURN(const std::optional<HubName> hub, ParseHubName(name));
+  if (hub) return LocateHubModel(*hub);
+  if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name};
   static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
-  return http;
+  return ModelLocation{http, name};
 }
 
 }  // namespace hoist

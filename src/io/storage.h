@@ -68,10 +68,6 @@ class Storage {
 // The machine's file system (POSIX or Windows files). One object serves the whole process.
 std::shared_ptr<Storage> LocalStorage();
 
-// The source a model name belongs to: the HTTP source (io/http_storage.h) for an http:// or
-// https:// URL, the local file system for anything else. One object per kind serves the process.
-std::shared_ptr<Storage> StorageFor(const std::string& name);
-
 // Files held in memory under slash-separated names; a directory is any prefix that ends at a
 // slash. Files added after a model was opened are seen by later opens.
 class MemoryStorage final : public Storage {

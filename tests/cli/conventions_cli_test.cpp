@@ -76,15 +76,15 @@ TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
   EXPECT_EQ(r.exit_code, 1);
   // The system's words for a missing file first (they differ by platform), then hoist's.
   EXPECT_EQ(r.err.find("hoist: meta-llama/Llama-3-8B: "), 0u) << r.err;
-  EXPECT_NE(r.err.find("; it looks like a Hugging Face repo id: download it first "
-                       "(huggingface-cli download meta-llama/Llama-3-8B --local-dir DIR) and "
-                       "give hoist DIR\n"),
+  EXPECT_NE(r.err.find("; it looks like a Hugging Face repo id: name it "
+                       "hf://meta-llama/Llama-3-8B (hoist reads it from the Hugging Face cache, "
+                       "else from the hub)\n"),
             std::string::npos)
       << r.err;
   r = RunHoist({"inspect", "s3://bucket/m.safetensors"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("; it is a URL hoist does not read (it reads local files, http:// and "
-                       "https://)"),
+  EXPECT_NE(r.err.find("; it is a URL hoist does not read (it reads local files, http://, "
+                       "https:// and hf://)"),
             std::string::npos)
       << r.err;
 #ifndef _WIN32  // setenv; the cache's layout is the same everywhere
@@ -98,8 +98,8 @@ TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
   unsetenv("HF_HUB_CACHE");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("it looks like a Hugging Face repo id, and the Hugging Face cache holds "
-                       "it: give hoist " +
-                       repo + "/snapshots/0123abcd"),
+                       "it: name it hf://org/name (or give hoist " +
+                       repo + "/snapshots/0123abcd)"),
             std::string::npos)
       << r.err;
 #endif

@@ -469,6 +469,66 @@ TEST_F(HttpStorageTest, SigtermMidDownloadEndsTheLoadWithin2Seconds) {
   EXPECT_LT(took, 2.0);
 }
 
+// hf://ORG/NAME: the hub's layout (its listing at /api/models/REPO/revision/REV, its files at
+// /REPO/resolve/COMMIT/FILE) served by nginx under HF_ENDPOINT, and the local cache first.
+TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
+  const std::string commit(40, 'c');
+  std::filesystem::create_directories(server_->root() + "/api/models/org/name/revision");
+  std::ofstream(server_->root() + "/api/models/org/name/revision/main")
+      << R"({"id": "org/name", "sha": ")" << commit
+      << R"(", "siblings": [{"rfilename": "config.json"}, {"rfilename": "README.md"},)"
+      << R"( {"rfilename": "model.safetensors.index.json"}, {"rfilename": "x/extra.gguf"}]})";
+  const std::string files = "org/name/resolve/" + commit;
+  std::filesystem::create_directories(server_->root() + "/" + files);
+  SampleSpec spec{"safetensors", 6 << 20};
+  spec.shards = 2;
+  const TensorDirectory local = Write(files + "/model.safetensors.index.json", spec);
+  const std::string cache = tmp_.File("cache");
+  std::filesystem::create_directories(cache);
+  ASSERT_EQ(setenv("HF_ENDPOINT",
+                   ("http://127.0.0.1:" + std::to_string(server_->http_port())).c_str(), 1),
+            0);
+  ASSERT_EQ(setenv("HF_HUB_CACHE", cache.c_str(), 1), 0);
+  ASSERT_EQ(setenv("HF_TOKEN", "secret-token", 1), 0);
+  auto from_hub = ReadModelDirectory("hf://org/name");
+  ASSERT_TRUE(from_hub.ok()) << from_hub.status().ToString();
+  ASSERT_EQ(from_hub->files.size(), 2u);
+  EXPECT_EQ(from_hub->files[0].path.rfind(server_->http(files) + "/model-", 0), 0u)
+      << from_hub->files[0].path;
+  {
+    auto model = Load(*from_hub, Device("host"), LoadOptions{});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(local, **model);
+  }
+  auto bad = ReadModelDirectory("hf://org/name@nothing");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kNotFound) << bad.status().ToString();
+  EXPECT_EQ(ReadModelDirectory("hf://not-a-repo").status().message(),
+            "hf://not-a-repo: not a Hugging Face repo id (hf://ORG/NAME[@REVISION])");
+
+  // In the cache (refs/main names the snapshot): read from there, the hub not asked.
+  const std::string snapshot = cache + "/models--org--name/snapshots/" + commit;
+  std::filesystem::create_directories(snapshot);
+  std::filesystem::create_directories(cache + "/models--org--name/refs");
+  std::ofstream(cache + "/models--org--name/refs/main") << commit;
+  for (const FileEntry& f : local.files) {
+    std::filesystem::copy(f.path,
+                          snapshot + "/" + std::filesystem::path(f.path).filename().string());
+  }
+  std::filesystem::copy(server_->root() + "/" + files + "/model.safetensors.index.json",
+                        snapshot + "/model.safetensors.index.json");
+  setenv("HF_ENDPOINT", "http://127.0.0.1:1", 1);  // nothing listens: the hub is not asked
+  auto cached = ReadModelDirectory("hf://org/name");
+  unsetenv("HF_ENDPOINT");
+  unsetenv("HF_HUB_CACHE");
+  unsetenv("HF_TOKEN");
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->files[0].path.rfind(snapshot + "/", 0), 0u) << cached->files[0].path;
+  auto model = Load(*cached, Device("host"), LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(local, **model);
+}
+
 TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {
   Write("a.gguf", SampleSpec{"gguf", 2 << 20});
   auto r = RunHoist({"verify", server_->http("a.gguf"), "--device", "sim"});

@@ -1,0 +1,140 @@
+#include "io/hub.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <regex>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/http_storage.h"
+
+namespace hoist {
+namespace {
+
+std::string Environment(const char* name) {
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read, never set
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+bool IsCommit(const std::string& revision) {
+  static const std::regex kCommit("^[0-9a-f]{40}$");
+  return std::regex_match(revision, kCommit);
+}
+
+// The whole of a small file of storage (at most 16 MiB: a ref, a listing).
+Result<std::string> ReadSmall(Storage& storage, const std::string& name) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(name, {}));
+  if (file->size() > (16u << 20)) return Status::IoError(name + ": too large");
+  std::string text(file->size(), '\0');
+  if (!text.empty()) HOIST_RETURN_IF_ERROR(file->ReadExact(0, text.data(), text.size()));
+  return text;
+}
+
+// The file of the listing the hub loads a model from, or "".
+std::string ModelFile(const std::vector<std::string>& files) {
+  for (const char* preferred : {"model.safetensors.index.json", "model.safetensors"}) {
+    if (std::find(files.begin(), files.end(), preferred) != files.end()) return preferred;
+  }
+  std::vector<std::string> safetensors;
+  std::vector<std::string> gguf;
+  static const std::regex kLaterSplit(R"(-000(0[2-9]|[1-9]\d)-of-\d{5}\.gguf$)");
+  for (const std::string& f : files) {
+    if (f.find('/') != std::string::npos) continue;  // the repo's top level only
+    if (f.ends_with(".safetensors")) safetensors.push_back(f);
+    if (f.ends_with(".gguf") && !std::regex_search(f, kLaterSplit)) gguf.push_back(f);
+  }
+  if (safetensors.size() == 1) return safetensors[0];
+  if (safetensors.empty() && gguf.size() == 1) return gguf[0];
+  return "";
+}
+
+}  // namespace
+
+Result<std::optional<HubName>> ParseHubName(std::string_view name) {
+  if (name.rfind("hf://", 0) != 0) return std::optional<HubName>();
+  static const std::regex kName(
+      R"(^hf://([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)(@([A-Za-z0-9_./-]+))?$)");
+  std::smatch m;
+  const std::string text(name);
+  if (!std::regex_match(text, m, kName)) {
+    return Status::InvalidArgument(text +
+                                   ": not a Hugging Face repo id (hf://ORG/NAME[@REVISION])");
+  }
+  HubName hub;
+  hub.repo = m[1];
+  if (m[3].matched) hub.revision = m[3];
+  return std::optional<HubName>(hub);
+}
+
+std::string HubCacheDir() {
+  if (std::string cache = Environment("HF_HUB_CACHE"); !cache.empty()) return cache;
+  if (std::string home = Environment("HF_HOME"); !home.empty()) return home + "/hub";
+  const std::string home = Environment("HOME");
+  return home.empty() ? std::string() : home + "/.cache/huggingface/hub";
+}
+
+std::string CachedSnapshot(Storage& local, const std::string& repo, const std::string& revision) {
+  const std::string cache = HubCacheDir();
+  const size_t slash = repo.find('/');
+  if (cache.empty() || slash == std::string::npos) return "";
+  // The cache's layout: models--ORG--NAME/refs/REVISION holds the commit whose snapshot is
+  // models--ORG--NAME/snapshots/COMMIT/.
+  const std::string dir =
+      cache + "/models--" + repo.substr(0, slash) + "--" + repo.substr(slash + 1);
+  std::string commit = revision;
+  if (!IsCommit(revision)) {
+    Result<std::string> ref = ReadSmall(local, dir + "/refs/" + revision);
+    if (!ref.ok()) return "";
+    commit = *ref;
+    commit.erase(commit.find_last_not_of(" \n\r\t") + 1);
+    if (commit.empty()) return "";
+  }
+  const std::string snapshot = dir + "/snapshots/" + commit;
+  Result<EntryType> type = local.Type(snapshot);
+  return type.ok() && *type == EntryType::kDirectory ? snapshot : "";
+}
+
+Result<ModelLocation> LocateHubModel(const HubName& name) {
+  if (std::string snapshot = CachedSnapshot(*LocalStorage(), name.repo, name.revision);
+      !snapshot.empty()) {
+    return ModelLocation{LocalStorage(), snapshot};
+  }
+  std::string endpoint = Environment("HF_ENDPOINT");
+  if (endpoint.empty()) endpoint = "https://huggingface.co";
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  HttpOptions options = HttpOptionsFromEnvironment();
+  options.bearer_token = Environment("HF_TOKEN");
+  if (options.bearer_token.empty()) options.bearer_token = Environment("HUGGING_FACE_HUB_TOKEN");
+  const size_t host = endpoint.find("://");
+  if (host != std::string::npos) {
+    options.token_host = endpoint.substr(host + 3, endpoint.find('/', host + 3) - (host + 3));
+  }
+  std::shared_ptr<Storage> http = MakeHttpStorage(options);
+  const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" + name.revision;
+  HOIST_ASSIGN_OR_RETURN(const std::string text, ReadSmall(*http, listing));
+  const nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
+  if (info.is_discarded() || !info.is_object()) {
+    return Status::IoError(RedactUrl(listing) + ": the hub's answer is not a JSON object");
+  }
+  std::vector<std::string> files;
+  if (info.contains("siblings") && info["siblings"].is_array()) {
+    for (const nlohmann::json& s : info["siblings"]) {
+      if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
+        files.push_back(s["rfilename"].get<std::string>());
+      }
+    }
+  }
+  const std::string file = ModelFile(files);
+  if (file.empty()) {
+    return Status::NotFound("hf://" + name.repo + "@" + name.revision +
+                            ": the repo holds no model.safetensors(.index.json), no single "
+                            ".safetensors file and no single .gguf file");
+  }
+  // The commit the listing answered for, so that every file comes from one revision.
+  std::string commit = name.revision;
+  if (info.contains("sha") && info["sha"].is_string()) commit = info["sha"].get<std::string>();
+  return ModelLocation{http, endpoint + "/" + name.repo + "/resolve/" + commit + "/" + file};
+}
+
+}  // namespace hoist

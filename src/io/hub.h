@@ -1,0 +1,51 @@
+// Models named by Hugging Face repo id, hf://ORG/NAME[@REVISION]: the snapshot in the local
+// Hugging Face cache when it holds the revision, else the model's file on the hub, read through
+// the HTTP source.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "io/storage.h"
+
+namespace hoist {
+
+struct HubName {
+  std::string repo;               // "ORG/NAME"
+  std::string revision = "main";  // a branch, a tag or a commit
+};
+
+// The repo and revision of an hf:// name; nullopt for another name. kInvalidArgument for an
+// hf:// name that is not ORG/NAME[@REVISION].
+Result<std::optional<HubName>> ParseHubName(std::string_view name);
+
+// The Hugging Face cache: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub; empty
+// when none can be told.
+std::string HubCacheDir();
+
+// The snapshot directory of repo at revision in the cache (models--ORG--NAME/snapshots/COMMIT,
+// COMMIT read from refs/REVISION unless the revision is a commit), or "" when the cache does
+// not hold it.
+std::string CachedSnapshot(Storage& local, const std::string& repo, const std::string& revision);
+
+struct ModelLocation {
+  std::shared_ptr<Storage> storage;
+  std::string path;  // the name in storage: a directory, a file or an index
+};
+
+// Where hf://name's model is: the cached snapshot (a local directory), else, asked of the hub
+// at HF_ENDPOINT (default https://huggingface.co, with HF_TOKEN as the bearer token to that host
+// only), the revision's commit and the file the hub would load: model.safetensors.index.json,
+// else model.safetensors, else its one .safetensors file, else its one .gguf file (the first
+// of a split set). kNotFound naming the repo when it has none of these.
+Result<ModelLocation> LocateHubModel(const HubName& name);
+
+// Where a model name's bytes are (sources.cpp): hf://… as LocateHubModel says, an http:// or
+// https:// URL in the HTTP source (one for the process, its options from the environment),
+// anything else in the local file system.
+Result<ModelLocation> LocateModel(const std::string& name);
+
+}  // namespace hoist
