@@ -67,6 +67,12 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
     }
   }
   std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
+  if (r.source_counts.requests > 0) {
+    std::printf("  source: %s, %llu requests, %llu retried, %s received\n", r.source.c_str(),
+                static_cast<unsigned long long>(r.source_counts.requests),
+                static_cast<unsigned long long>(r.source_counts.retries),
+                FormatBytes(r.source_counts.bytes).c_str());
+  }
   std::printf("  fallbacks: %s\n", r.fallbacks.empty() ? "none" : "");
   for (const std::string& f : r.fallbacks) std::printf("    %s\n", f.c_str());
   for (const std::string& w : r.warnings) std::printf("  warning: %s\n", w.c_str());

@@ -218,7 +218,9 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   Result<Response> Request(const std::string& url, uint64_t offset, size_t n, Sink* sink,
                            const std::atomic<bool>* aborted = nullptr);
 
-  HttpCounters& counters() { return *counters_; }
+  SourceCounters counters() const override {
+    return {counters_->requests.load(), counters_->retries.load(), counters_->bytes.load()};
+  }
 
  private:
   Result<Response> Probe(const std::string& url) {

@@ -33,6 +33,14 @@ struct StorageCapabilities {
   int preferred_reads_in_flight = 0;
 };
 
+// What a source's requests did, for a load's report: counts since the source was made (a
+// caller takes the difference across a load). A source without requests counts none.
+struct SourceCounters {
+  uint64_t requests = 0;
+  uint64_t retries = 0;
+  uint64_t bytes = 0;  // received
+};
+
 // Names are the source's own ("models/a.safetensors"); Parent and Join are the only ways the
 // rest of hoist takes them apart or builds them. Thread safety: every method may be called
 // from any thread, concurrently.
@@ -45,6 +53,7 @@ class Storage {
 
   virtual std::string description() const = 0;  // "local file system", "memory"
   virtual StorageCapabilities capabilities() const = 0;
+  virtual SourceCounters counters() const { return {}; }
 
   // Opens a regular file for reading. Anything else is refused at once, without blocking:
   // kInvalidArgument; nothing by that name: kNotFound.

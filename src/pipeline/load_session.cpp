@@ -111,6 +111,7 @@ class LoadSession {
   Clock::time_point stream_start_;
   int64_t stream_start_ns_ = 0;
   bool all_exited_ = false;  // else a stuck reader still holds buffers
+  SourceCounters source_before_;
 };
 
 Status LoadSession::SelectTensors() {
@@ -127,6 +128,8 @@ Status LoadSession::SelectTensors() {
 Status LoadSession::OpenFiles() {
   LoadReport& report = model_->report;
   Storage& storage = dir_.source();
+  report.source = storage.description();
+  source_before_ = storage.counters();
   // A source without direct reads (memory; later a remote one) is read as it is, said once.
   const bool direct = options_.io == IoMode::kDirect;
   if (direct && !storage.capabilities().direct_io) {
@@ -440,6 +443,9 @@ void LoadSession::Stream() {
     const int64_t finished = lane.finished_ns.load();
     if (finished != 0) share.stream_s = static_cast<double>(finished - stream_start_ns_) / 1e9;
   }
+  const SourceCounters now = dir_.source().counters();
+  report.source_counts = {now.requests - source_before_.requests,
+                          now.retries - source_before_.retries, now.bytes - source_before_.bytes};
   report.pinned_staging = true;
   for (const auto& lane : job.lanes) {
     if (!lane->pool) continue;

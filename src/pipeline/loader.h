@@ -16,6 +16,7 @@
 #include "device/checked_device.h"
 #include "format/tensor_directory.h"
 #include "io/file.h"
+#include "io/storage.h"
 #include "plan/load_plan.h"
 
 namespace hoist {
@@ -109,6 +110,8 @@ struct LoadReport {
   double wall_s = 0;  // plan + allocate + stream + teardown
   uint64_t peak_rss_bytes = 0;
   std::vector<std::string> fallbacks;
+  std::string source;            // where the bytes came from: "local file system", "HTTP", ...
+  SourceCounters source_counts;  // the source's requests during the load (none for files)
   std::vector<std::string> warnings;
 };
 

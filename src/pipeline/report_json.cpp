@@ -53,6 +53,10 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
   j["io"] = IoModeName(r.io);
   j["peak_rss_bytes"] = r.peak_rss_bytes;
   j["fallbacks"] = r.fallbacks;
+  j["source"] = {{"kind", r.source},
+                 {"requests", r.source_counts.requests},
+                 {"retries", r.source_counts.retries},
+                 {"bytes", r.source_counts.bytes}};
   j["warnings"] = r.warnings;
   return j;
 }

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -533,6 +535,13 @@ TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {
   Write("a.gguf", SampleSpec{"gguf", 2 << 20});
   auto r = RunHoist({"verify", server_->http("a.gguf"), "--device", "sim"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunHoist({"load", server_->http("a.gguf"), "--device", "host", "--json", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["source"]["kind"], "HTTP");
+  EXPECT_GT(report["source"]["requests"].get<uint64_t>(), 0u);
+  EXPECT_EQ(report["source"]["retries"].get<uint64_t>(), 0u);
+  EXPECT_GE(report["source"]["bytes"].get<uint64_t>(), report["bytes"].get<uint64_t>());
   r = RunHoist({"load", server_->http("gone.gguf"), "--device", "host"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "hoist: " + server_->http("gone.gguf") + ": 404 Not Found\n");
