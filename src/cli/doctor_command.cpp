@@ -1,6 +1,7 @@
 // `hoist doctor`: this machine's ceilings, the settings hoist will use and why, and the
 // known traps (pageable copies on HIP, network file systems, memlock limits, tmpfs).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "device/checked_device.h"
 #include "device/host_memory.h"
 #include "format/model.h"
+#include "io/http_storage.h"
 #include "measure/ceilings.h"
 #include "pipeline/loader.h"
 
@@ -145,6 +147,68 @@ class Doctor {
                           {"traps", nlohmann::json::array()}};
 };
 
+// The storage that holds a local model: cold (its pages dropped), direct, and page-cache reads.
+void MeasureLocalStorage(Doctor& doctor, Storage& storage, const std::vector<std::string>& paths,
+                         const std::string& model, std::string* header) {
+  const std::string fs = FileSystemKind(paths[0]);
+  *header += "\nmodel: " + model + " on " + fs;
+  doctor.Fact("file_system", fs);
+  const int threads = std::max(8, DefaultReaderThreads());
+  // Only the model's own pages leave the cache: emptying the machine's whole cache would
+  // slow every other program on it.
+  const Status dropped = DropFilesFromPageCache(storage, paths);
+  if (dropped.ok()) {
+    doctor.Measured("storage_read_buffered_cold_gbps", "storage read, buffered (cold)",
+                    MeasureParallelRead(storage, paths, threads, 8 * kMiB, false));
+  } else {
+    doctor.Measured("storage_read_buffered_gbps", "storage read, buffered",
+                    Status::Unavailable("the model's pages cannot be dropped from the cache "
+                                        "here (" +
+                                        dropped.message() + "); see the direct read"));
+  }
+  auto direct = MeasureParallelRead(storage, paths, threads, 8 * kMiB, true);
+  doctor.Measured("storage_read_direct_gbps", "storage read, direct (O_DIRECT)", direct);
+  (void)MeasureParallelRead(storage, paths, threads, 8 * kMiB, false);
+  doctor.Measured("page_cache_read_gbps", "page-cache read",
+                  MeasureParallelRead(storage, paths, threads, 8 * kMiB, false));
+  if (fs == "nfs" || fs == "cifs" || fs == "smb" || fs == "smb2" || fs == "fuse" || fs == "9p") {
+    doctor.Trap("the model is on a network or user-space file system (" + fs +
+                "): cold loads run at the network's rate, and direct I/O may be refused; copy "
+                "the model to local storage for the fastest loads");
+  }
+  if (fs == "tmpfs" || (!direct.ok() && direct.status().code() == Code::kUnavailable)) {
+    doctor.Trap("direct I/O is refused on " + fs +
+                " (tmpfs has no O_DIRECT): `--io direct` falls back to buffered reads, which is "
+                "right there, since the file already lives in memory");
+  }
+}
+
+// A model behind a URL: the time to its first byte, one stream and as many as a load's readers,
+// each over at most its first 256 MiB or 1 GiB (a doctor does not download a whole model).
+void MeasureRemoteSource(Doctor& doctor, Storage& storage, const std::vector<std::string>& paths,
+                         const std::string& model, std::string* header) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<double> first_byte = [&]() -> Result<double> {
+    HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(paths[0], {}));
+    unsigned char byte = 0;
+    if (file->size() > 0) HOIST_RETURN_IF_ERROR(file->ReadExact(0, &byte, 1));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }();
+  char ttfb[64] = "not measured";
+  if (first_byte.ok()) std::snprintf(ttfb, sizeof ttfb, "%.1f ms", *first_byte * 1e3);
+  *header += "\nmodel: " + model + " over " + storage.description() + "; first byte after " + ttfb +
+             " (open and one ranged GET)";
+  doctor.Fact("source", storage.description());
+  doctor.Fact("time_to_first_byte_s",
+              first_byte.ok() ? nlohmann::json(*first_byte) : nlohmann::json(nullptr));
+  const int threads = DefaultReaderThreads();
+  doctor.Measured("source_one_stream_gbps", "source, one stream (4 MiB ranged GETs)",
+                  MeasureParallelRead(storage, paths, 1, 4 * kMiB, false, 256 * kMiB));
+  doctor.Measured("source_streams_gbps",
+                  "source, " + std::to_string(threads) + " streams (a load's readers)",
+                  MeasureParallelRead(storage, paths, threads, 4 * kMiB, false, kGiB));
+}
+
 int RunDoctor(const DoctorFlags& f) {
   InstallStopSignalHandlers();
   Doctor doctor;
@@ -176,36 +240,10 @@ int RunDoctor(const DoctorFlags& f) {
       return ReportFailure(dir.status());
     }
     for (const FileEntry& file : dir->files) paths.push_back(file.path);
-    const std::string fs = FileSystemKind(paths[0]);
-    header += "\nmodel: " + f.path + " on " + fs;
-    doctor.Fact("file_system", fs);
-    const int threads = std::max(8, DefaultReaderThreads());
-    // Only the model's own pages leave the cache: emptying the machine's whole cache would
-    // slow every other program on it.
-    const Status dropped = DropFilesFromPageCache(dir->source(), paths);
-    if (dropped.ok()) {
-      doctor.Measured("storage_read_buffered_cold_gbps", "storage read, buffered (cold)",
-                      MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
+    if (IsHttpUrl(paths[0])) {
+      MeasureRemoteSource(doctor, dir->source(), paths, f.path, &header);
     } else {
-      doctor.Measured("storage_read_buffered_gbps", "storage read, buffered",
-                      Status::Unavailable("the model's pages cannot be dropped from the cache "
-                                          "here (" +
-                                          dropped.message() + "); see the direct read"));
-    }
-    auto direct = MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, true);
-    doctor.Measured("storage_read_direct_gbps", "storage read, direct (O_DIRECT)", direct);
-    (void)MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false);
-    doctor.Measured("page_cache_read_gbps", "page-cache read",
-                    MeasureParallelRead(dir->source(), paths, threads, 8 * kMiB, false));
-    if (fs == "nfs" || fs == "cifs" || fs == "smb" || fs == "smb2" || fs == "fuse" || fs == "9p") {
-      doctor.Trap("the model is on a network or user-space file system (" + fs +
-                  "): cold loads run at the network's rate, and direct I/O may be refused; copy "
-                  "the model to local storage for the fastest loads");
-    }
-    if (fs == "tmpfs" || (!direct.ok() && direct.status().code() == Code::kUnavailable)) {
-      doctor.Trap("direct I/O is refused on " + fs +
-                  " (tmpfs has no O_DIRECT): `--io direct` falls back to buffered reads, which is "
-                  "right there, since the file already lives in memory");
+      MeasureLocalStorage(doctor, dir->source(), paths, f.path, &header);
     }
   } else {
     header += "\nmodel: none given (hoist doctor PATH also measures the storage that holds it)";

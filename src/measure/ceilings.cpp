@@ -32,7 +32,8 @@ Status DropFilesFromPageCache(Storage& storage, const std::vector<std::string>& 
 }
 
 Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
-                                       int threads, uint64_t chunk_bytes, bool direct) {
+                                       int threads, uint64_t chunk_bytes, bool direct,
+                                       uint64_t max_bytes) {
   struct Piece {
     File* file;
     uint64_t offset;
@@ -45,10 +46,11 @@ Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::
   options.direct = direct;
   for (const std::string& name : names) {
     HOIST_ASSIGN_OR_RETURN(auto file, storage.Open(name, options));
-    for (uint64_t at = 0; at < file->size(); at += chunk_bytes) {
-      pieces.push_back({file.get(), at, std::min(chunk_bytes, file->size() - at)});
+    for (uint64_t at = 0; at < file->size() && result.bytes < max_bytes; at += chunk_bytes) {
+      const uint64_t length = std::min({chunk_bytes, file->size() - at, max_bytes - result.bytes});
+      pieces.push_back({file.get(), at, length});
+      result.bytes += length;
     }
-    result.bytes += file->size();
     files.push_back(std::move(file));
   }
   // Room for the aligned blocks that cover a chunk (File::ReadCovering).

@@ -18,11 +18,12 @@ struct Throughput {
   double gbps() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
 };
 
-// Reads every byte of the named files of storage with `threads` threads, `chunk_bytes` per
-// read, through the page cache or (direct) around it. The data is discarded. Every
-// measurement here ends with kCancelled soon after a stop signal.
+// Reads every byte of the named files of storage (or their first max_bytes, in file order)
+// with `threads` threads, `chunk_bytes` per read, through the page cache or (direct) around it.
+// The data is discarded. Every measurement here ends with kCancelled soon after a stop signal.
 Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
-                                       int threads, uint64_t chunk_bytes, bool direct);
+                                       int threads, uint64_t chunk_bytes, bool direct,
+                                       uint64_t max_bytes = UINT64_MAX);
 
 // Drops the named files' pages from the page cache (posix_fadvise DONTNEED through
 // File::Advise), and nobody else's: for cold reads of a model without emptying the machine's

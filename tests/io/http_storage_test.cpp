@@ -542,6 +542,14 @@ TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {
   EXPECT_GT(report["source"]["requests"].get<uint64_t>(), 0u);
   EXPECT_EQ(report["source"]["retries"].get<uint64_t>(), 0u);
   EXPECT_GE(report["source"]["bytes"].get<uint64_t>(), report["bytes"].get<uint64_t>());
+  // The doctor measures the source: its first byte, one stream and a load's many.
+  r = RunHoist({"doctor", server_->http("a.gguf"), "--device", "sim", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json doctor = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doctor["machine"]["source"], "HTTP");
+  EXPECT_GT(doctor["machine"]["time_to_first_byte_s"].get<double>(), 0.0);
+  EXPECT_GT(doctor["ceilings"]["source_one_stream_gbps"].get<double>(), 0.0);
+  EXPECT_GT(doctor["ceilings"]["source_streams_gbps"].get<double>(), 0.0);
   r = RunHoist({"load", server_->http("gone.gguf"), "--device", "host"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "hoist: " + server_->http("gone.gguf") + ": 404 Not Found\n");
