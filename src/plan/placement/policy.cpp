@@ -1,5 +1,6 @@
 #include "plan/placement/policy.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -98,12 +99,12 @@ Result<const PlacementPolicy*> RegisterPlacementPolicy(PlacementPolicy policy) {
   if (policy.name.empty() || !policy.place) {
     return Status::InvalidArgument("a placement policy needs a name and a place function");
   }
-  for (const PlacementPolicy* p : PlacementPolicies()) {
-    if (p->name == policy.name) {
-      return Status::InvalidArgument("a placement policy named '" + policy.name + "' exists");
-    }
+  std::lock_guard<std::mutex> lock(g_registered_mutex);  // the name checked and taken at once
+  const auto taken = [&](const PlacementPolicy& p) { return p.name == policy.name; };
+  if (std::any_of(BuiltInPolicies().begin(), BuiltInPolicies().end(), taken) ||
+      std::any_of(Registered().begin(), Registered().end(), taken)) {
+    return Status::InvalidArgument("a placement policy named '" + policy.name + "' exists");
   }
-  std::lock_guard<std::mutex> lock(g_registered_mutex);
   Registered().push_back(std::move(policy));
   return &Registered().back();
 }
