@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ std::string FileSystemKind(const std::string& path);
 // Whether standard error is a terminal (progress bar) or not (periodic lines).
 bool StderrIsTerminal();
 int CpuCount();
+// The environment variable `name`, or "" when it is unset.
+inline std::string EnvironmentVariable(const char* name) {
+  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read, never set
+  return value == nullptr ? std::string() : std::string(value);
+}
 
 // SIGINT and SIGTERM (Ctrl-C and Ctrl-Break on Windows) set a flag that every wait of a load
 // checks; a second one ends the process at once. Idempotent.

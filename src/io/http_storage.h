@@ -4,7 +4,6 @@
 // whose sources say so.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,13 +36,6 @@ struct HttpOptions {
   std::string ca_file;
 };
 
-// What a source's requests did, for reports: totals since it was made.
-struct HttpCounters {
-  std::atomic<uint64_t> requests{0};
-  std::atomic<uint64_t> retries{0};
-  std::atomic<uint64_t> bytes{0};
-};
-
 // The options the environment gives: CURL_CA_BUNDLE or SSL_CERT_FILE for ca_file,
 // HOIST_HTTP_RETRIES, HOIST_HTTP_STALL_TIMEOUT.
 HttpOptions HttpOptionsFromEnvironment();
@@ -52,8 +44,7 @@ HttpOptions HttpOptionsFromEnvironment();
 // file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose ETag
 // must match, so a file replaced while it is read is kFileChanged, never mixed bytes. 404 is
 // kNotFound and 401/403 kIoError, each naming the URL; ListFiles is refused (a server lists no
-// directory: name the file or the index). `counters` may be null.
-std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options,
-                                         std::shared_ptr<HttpCounters> counters = nullptr);
+// directory: name the file or the index). counters() totals its requests, retries and bytes.
+std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options);
 
 }  // namespace hoist

@@ -4,6 +4,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -160,11 +161,7 @@ class HttpFile final : public File {
 
 class HttpSource final : public Storage, public std::enable_shared_from_this<HttpSource> {
  public:
-  HttpSource(HttpOptions options, std::shared_ptr<HttpCounters> counters)
-      : options_(std::move(options)),
-        counters_(counters ? std::move(counters) : std::make_shared<HttpCounters>()) {
-    InitCurlOnce();
-  }
+  explicit HttpSource(HttpOptions options) : options_(std::move(options)) { InitCurlOnce(); }
 
   std::string description() const override { return "HTTP"; }
   StorageCapabilities capabilities() const override {
@@ -219,7 +216,7 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
                            const std::atomic<bool>* aborted = nullptr);
 
   SourceCounters counters() const override {
-    return {counters_->requests.load(), counters_->retries.load(), counters_->bytes.load()};
+    return {requests_.load(), retries_.load(), bytes_.load()};
   }
 
  private:
@@ -251,7 +248,9 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
                 const std::atomic<bool>* aborted, CURLcode* code);
 
   HttpOptions options_;
-  std::shared_ptr<HttpCounters> counters_;
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> retries_{0};
+  std::atomic<uint64_t> bytes_{0};
   std::mutex mutex_;
   std::vector<Handle> idle_;
 };
@@ -314,7 +313,7 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, sink);
   }
-  ++counters_->requests;
+  ++requests_;
   *code = curl_easy_perform(h);
   curl_slist_free_all(headers);
   long status = 0;
@@ -369,7 +368,7 @@ Result<Response> HttpSource::Request(const std::string& url, uint64_t offset, si
     }
     const bool retry = code != CURLE_OK ? Transient(code) : TransientAnswer(r.code);
     if (retry && attempt < options_.retries) {
-      ++counters_->retries;
+      ++retries_;
       HOIST_RETURN_IF_ERROR(Backoff(wait, aborted, url));
       wait *= 2;
       continue;
@@ -384,7 +383,7 @@ Result<Response> HttpSource::Request(const std::string& url, uint64_t offset, si
       const Status error = AnswerError(url, r);
       return Status(error.code(), error.message() + Tries(attempt));
     }
-    if (sink != nullptr) counters_->bytes += sink->received;
+    if (sink != nullptr) bytes_ += sink->received;
     return r;
   }
 }
@@ -413,9 +412,8 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
 
 }  // namespace
 
-std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options,
-                                         std::shared_ptr<HttpCounters> counters) {
-  return std::make_shared<HttpSource>(options, std::move(counters));
+std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options) {
+  return std::make_shared<HttpSource>(options);
 }
 
 }  // namespace hoist

@@ -32,8 +32,7 @@ class NoHttpStorage final : public Storage {
 
 }  // namespace
 
-std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& /*options*/,
-                                         std::shared_ptr<HttpCounters> /*counters*/) {
+std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& /*options*/) {
   return std::make_shared<NoHttpStorage>();
 }
 

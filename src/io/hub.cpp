@@ -1,21 +1,16 @@
 #include "io/hub.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <regex>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "base/platform.h"
 #include "io/http_storage.h"
 
 namespace hoist {
 namespace {
-
-std::string Environment(const char* name) {
-  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read, never set
-  return value == nullptr ? std::string() : std::string(value);
-}
 
 bool IsCommit(const std::string& revision) {
   static const std::regex kCommit("^[0-9a-f]{40}$");
@@ -68,9 +63,9 @@ Result<std::optional<HubName>> ParseHubName(std::string_view name) {
 }
 
 std::string HubCacheDir() {
-  if (std::string cache = Environment("HF_HUB_CACHE"); !cache.empty()) return cache;
-  if (std::string home = Environment("HF_HOME"); !home.empty()) return home + "/hub";
-  const std::string home = Environment("HOME");
+  if (std::string cache = EnvironmentVariable("HF_HUB_CACHE"); !cache.empty()) return cache;
+  if (std::string home = EnvironmentVariable("HF_HOME"); !home.empty()) return home + "/hub";
+  const std::string home = EnvironmentVariable("HOME");
   return home.empty() ? std::string() : home + "/.cache/huggingface/hub";
 }
 
@@ -100,12 +95,13 @@ Result<ModelLocation> LocateHubModel(const HubName& name) {
       !snapshot.empty()) {
     return ModelLocation{LocalStorage(), snapshot};
   }
-  std::string endpoint = Environment("HF_ENDPOINT");
+  std::string endpoint = EnvironmentVariable("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";
   while (endpoint.ends_with('/')) endpoint.pop_back();
   HttpOptions options = HttpOptionsFromEnvironment();
-  options.bearer_token = Environment("HF_TOKEN");
-  if (options.bearer_token.empty()) options.bearer_token = Environment("HUGGING_FACE_HUB_TOKEN");
+  options.bearer_token = EnvironmentVariable("HF_TOKEN");
+  if (options.bearer_token.empty())
+    options.bearer_token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");
   const size_t host = endpoint.find("://");
   if (host != std::string::npos) {
     options.token_host = endpoint.substr(host + 3, endpoint.find('/', host + 3) - (host + 3));

@@ -4,19 +4,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/platform.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
 #include "io/storage.h"
 
 namespace hoist {
-namespace {
-
-std::string Environment(const char* name) {
-  const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read, never set
-  return value == nullptr ? std::string() : std::string(value);
-}
-
-}  // namespace
 
 bool IsHttpUrl(std::string_view name) {
   return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0;
@@ -34,12 +27,12 @@ std::string RedactUrl(const std::string& url) {
 
 HttpOptions HttpOptionsFromEnvironment() {
   HttpOptions o;
-  o.ca_file = Environment("CURL_CA_BUNDLE");
-  if (o.ca_file.empty()) o.ca_file = Environment("SSL_CERT_FILE");
-  if (const std::string retries = Environment("HOIST_HTTP_RETRIES"); !retries.empty()) {
+  o.ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
+  if (o.ca_file.empty()) o.ca_file = EnvironmentVariable("SSL_CERT_FILE");
+  if (const std::string retries = EnvironmentVariable("HOIST_HTTP_RETRIES"); !retries.empty()) {
     o.retries = std::clamp(std::atoi(retries.c_str()), 0, 20);
   }
-  if (const std::string stall = Environment("HOIST_HTTP_STALL_TIMEOUT"); !stall.empty()) {
+  if (const std::string stall = EnvironmentVariable("HOIST_HTTP_STALL_TIMEOUT"); !stall.empty()) {
     const double seconds = std::atof(stall.c_str());
     if (seconds > 0) o.stall_timeout_s = seconds;
   }

@@ -320,13 +320,11 @@ class HttpStorageTest : public ::testing::Test {
     return o;
   }
 
-  // Opens `url` through a source of its own and loads it onto a host device with `options`.
+  // Opens `url` through a source of its own and loads it onto a host device with `options`;
+  // the directory (its source() tells the source's counts) in *dir_out.
   Result<std::unique_ptr<LoadedModel>> LoadUrl(const std::string& url, HttpOptions http,
-                                               TensorDirectory* dir_out,
-                                               std::shared_ptr<HttpCounters> counters = nullptr,
-                                               LoadOptions options = {}) {
-    HOIST_ASSIGN_OR_RETURN(TensorDirectory dir,
-                           ReadModelDirectory(MakeHttpStorage(http, std::move(counters)), url));
+                                               TensorDirectory* dir_out, LoadOptions options = {}) {
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadModelDirectory(MakeHttpStorage(http), url));
     if (options.threads == 0) options.threads = 4;
     if (options.chunk_bytes == 0) options.chunk_bytes = 1 << 20;
     auto model = Load(dir, Device("host"), options);
@@ -358,14 +356,13 @@ TEST_F(HttpStorageTest, EveryShapeOfModelLoadsByteExactOverHttpAndHttps) {
     for (const std::string& url : {server_->http(c.name), server_->https(c.name)}) {
       SCOPED_TRACE(url);
       TensorDirectory remote;
-      auto counters = std::make_shared<HttpCounters>();
-      auto model = LoadUrl(url, Options(), &remote, counters);
+      auto model = LoadUrl(url, Options(), &remote);
       ASSERT_TRUE(model.ok()) << model.status().ToString();
       ASSERT_EQ(remote.tensors.size(), local.tensors.size());
       ASSERT_EQ(remote.files.size(), static_cast<size_t>(c.shards));
       ExpectByteExact(local, **model);  // every tensor against the local file's bytes
-      EXPECT_GT(counters->requests.load(), 0u);
-      EXPECT_EQ(counters->retries.load(), 0u);
+      EXPECT_GT(remote.source().counters().requests, 0u);
+      EXPECT_EQ(remote.source().counters().retries, 0u);
     }
   }
 }
@@ -400,11 +397,10 @@ TEST_F(HttpStorageTest, FailuresThatPassAreRetriedAndTheBytesStayExact) {
     SCOPED_TRACE(static_cast<int>(fault));
     FaultProxy proxy(server_->http_port(), fault, 2);
     TensorDirectory remote;
-    auto counters = std::make_shared<HttpCounters>();
-    auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote, counters);
+    auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ExpectByteExact(local, **model);
-    EXPECT_GE(counters->retries.load(), fault == Fault::kFailFirst ? 2u : 1u);
+    EXPECT_GE(remote.source().counters().retries, fault == Fault::kFailFirst ? 2u : 1u);
   }
   // Past the retries: the last error, naming the URL and the range.
   FaultProxy failing(server_->http_port(), Fault::kFailFirst, 1000);
@@ -442,7 +438,7 @@ TEST_F(HttpStorageTest, AStalledServerIsTheWatchdogsWithinItsTimeout) {
   LoadOptions options;
   options.stall_timeout_s = 1;
   const auto start = std::chrono::steady_clock::now();
-  auto model = LoadUrl(proxy.url("a.safetensors"), patient, &remote, nullptr, options);
+  auto model = LoadUrl(proxy.url("a.safetensors"), patient, &remote, options);
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(model.ok());
