@@ -461,8 +461,8 @@ Status LoadSession::StopAndSettle() {
   LoadJob& job = *job_;
   job.stop.store(true);
   if (!job.FirstError().ok() || job.chunks_done.load() != job.plan.chunks.size()) {
-    for (const auto& file : job.files)
-      file->Abort();  // a network read ends now, not at its timeout
+    // A network read ends now, not at its own timeout.
+    for (const auto& file : job.files) file->Abort();
   }
   // Past this gate no reader starts a copy. A reader inside a device's copy call that does not
   // return within the grace may still start one: then no device's memory is freed.
