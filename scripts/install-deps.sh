@@ -19,6 +19,8 @@ if ! $core; then
   packages+=(
     # the HTTP source's tests: a real web server on loopback, a self-signed certificate
     nginx openssl
+    # the S3 source's tests: AWS's command-line client uploads the models (the reference client)
+    awscli
     # the formatting and lint checks
     clang-format clang-tidy
     # Windows cross-build and its test runner; the HIP backend's build check
@@ -35,7 +37,7 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-# Node.js and npm for the test-only reference reader; a Node.js from elsewhere (which bundles
+# Node.js and npm for the test-only reference tools; a Node.js from elsewhere (which bundles
 # npm and conflicts with Debian's npm package) is used as it is.
 if ! $core; then
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -45,8 +47,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# The reference GGUF reader for the differential test (test-only, pinned).
-if ! $core && [ ! -d tests/differential/node_modules/@huggingface/gguf ]; then
-  npm ci --prefix tests/differential --no-audit --no-fund --loglevel=error
+# The reference tools from npm (test-only, pinned): the GGUF reader of the differential test,
+# the S3 server and AWS's Signature V4 signer of the S3 source's tests.
+if ! $core && { [ ! -d tests/reference/node_modules/@huggingface/gguf ] ||
+                [ ! -d tests/reference/node_modules/s3rver ] ||
+                [ ! -d tests/reference/node_modules/@smithy/signature-v4 ]; }; then
+  npm ci --prefix tests/reference --no-audit --no-fund --loglevel=error
 fi
 echo "hoist: build dependencies are installed"

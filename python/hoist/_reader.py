@@ -71,7 +71,7 @@ class TensorReader:
         self._numpy = framework in ("np", "numpy")
         self._path = os.fspath(filename)
         self._closed = False
-        remote = self._path.startswith(("http://", "https://", "hf://"))  # not a local path
+        remote = self._path.startswith(("http://", "https://", "s3://", "hf://"))  # not local
         if self.MISSING_IS_FILE_NOT_FOUND and not remote and not os.path.exists(self._path):
             raise FileNotFoundError(f"No such file or directory: {self._path}")
         try:

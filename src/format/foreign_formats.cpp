@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "io/http_storage.h"
+#include "io/s3.h"
 #include "io/hub.h"
 
 namespace hoist {
@@ -73,11 +74,10 @@ std::string DescribeForeignDirectory(const std::vector<std::string>& files) {
 
 std::string DescribeMissingModel(Storage& storage, const std::string& name) {
   static const std::regex kUrl("^[a-zA-Z][a-zA-Z0-9+.-]*://.*");
-  if (IsHttpUrl(name)) return {};  // the HTTP source's own error says what happened
+  if (IsHttpUrl(name) || IsS3Url(name)) return {};  // the source's own error says what happened
   if (std::regex_match(name, kUrl)) {
-    return "it is a URL hoist does not read (it reads local files, http://, https:// and "
-           "hf://); download the model first (for s3://: aws s3 cp --recursive) and give hoist "
-           "the local path";
+    return "it is a URL hoist does not read (it reads local files, http://, https://, s3:// and "
+           "hf://); download the model first and give hoist the local path";
   }
   static const std::regex kRepoId("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
   if (!std::regex_match(name, kRepoId)) return {};

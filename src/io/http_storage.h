@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "io/s3.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -34,17 +36,22 @@ struct HttpOptions {
   // A PEM file of certificate authorities to trust besides none (empty: the system's). TLS
   // peers are always verified.
   std::string ca_file;
+  // Set: the source reads s3://BUCKET/KEY names from this S3 endpoint, each request signed
+  // with AWS Signature V4 when it has credentials, and lists a prefix as a directory
+  // (ListObjectsV2).
+  std::optional<S3Config> s3;
 };
 
 // The options the environment gives: CURL_CA_BUNDLE or SSL_CERT_FILE for ca_file,
 // HOIST_HTTP_RETRIES, HOIST_HTTP_STALL_TIMEOUT.
 HttpOptions HttpOptionsFromEnvironment();
 
-// A source over HTTP(S). Names are URLs; Parent and Join work on their paths. Open asks for the
-// file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose ETag
-// must match, so a file replaced while it is read is kFileChanged, never mixed bytes. 404 is
-// kNotFound and 401/403 kIoError, each naming the URL; ListFiles is refused (a server lists no
-// directory: name the file or the index). counters() totals its requests, retries and bytes.
+// A source over HTTP(S). Names are URLs (or s3:// names); Parent and Join work on their paths. Open
+// asks for the file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose
+// ETag must match, so a file replaced while it is read is kFileChanged, never mixed bytes. 404 is
+// kNotFound and 401/403 kIoError, each naming the URL and the server's reason; ListFiles is
+// refused (a web server lists no directory: name the file or the index) but for S3.
+// counters() totals its requests, retries and bytes.
 std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options);
 
 }  // namespace hoist

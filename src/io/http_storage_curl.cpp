@@ -27,6 +27,7 @@ void InitCurlOnce() {
 struct Response {
   long code = 0;
   std::string reason;
+  std::string error_body;  // the start of an error answer's body (an S3 error document)
   std::string etag;
   std::string last_modified;
   uint64_t content_length = UINT64_MAX;
@@ -68,6 +69,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or a 100)
     *r = Response{};
     const size_t space = line.find(' ');
+    if (space != std::string_view::npos)
+      r->code = static_cast<long>(Number(line.substr(space + 1)));
     const size_t second = space == std::string_view::npos ? space : line.find(' ', space + 1);
     if (second != std::string_view::npos) r->reason = Trimmed(line.substr(second + 1));
   } else if (HeaderIs(line, "etag")) {
@@ -84,17 +87,38 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
-// Where a GET's body goes: at most `capacity` bytes; more is the server ignoring the range.
+// Where a GET's body goes: at most `capacity` bytes into dst (more is the server ignoring the
+// range), or with `text` set all of it there (a listing, at most kMaxText). An error answer's
+// body goes to its Response instead.
 struct Sink {
   unsigned char* dst = nullptr;
   size_t capacity = 0;
   size_t received = 0;
   bool overflowed = false;
+  std::string* text = nullptr;
+  Response* response = nullptr;  // set by the request
 };
+
+constexpr size_t kMaxText = size_t{16} << 20;
+constexpr size_t kMaxErrorBody = size_t{16} << 10;
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
   auto* sink = static_cast<Sink*>(user);
   const size_t n = size * count;
+  if (sink->response != nullptr && sink->response->code >= 300) {
+    std::string& body = sink->response->error_body;
+    body.append(data, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, body.size())));
+    return n;
+  }
+  if (sink->text != nullptr) {
+    if (n > kMaxText - sink->text->size()) {
+      sink->overflowed = true;
+      return 0;
+    }
+    sink->text->append(data, n);
+    sink->received += n;
+    return n;
+  }
   if (n > sink->capacity - sink->received) {
     sink->overflowed = true;
     return 0;  // aborts the transfer
@@ -140,10 +164,15 @@ class HttpSource;
 
 class HttpFile final : public File {
  public:
-  HttpFile(std::shared_ptr<HttpSource> source, std::string url, uint64_t size, std::string etag)
-      : source_(std::move(source)), url_(std::move(url)), size_(size), etag_(std::move(etag)) {}
+  HttpFile(std::shared_ptr<HttpSource> source, std::string name, std::string url, uint64_t size,
+           std::string etag)
+      : source_(std::move(source)),
+        name_(std::move(name)),
+        url_(std::move(url)),
+        size_(size),
+        etag_(std::move(etag)) {}
 
-  const std::string& path() const override { return url_; }
+  const std::string& path() const override { return name_; }
   uint64_t size() const override { return size_; }
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override;
   void Abort() override { aborted_ = true; }
@@ -153,7 +182,8 @@ class HttpFile final : public File {
 
  private:
   std::shared_ptr<HttpSource> source_;
-  std::string url_;
+  std::string name_;  // what the caller named: a URL or an s3:// name
+  std::string url_;   // what is fetched
   uint64_t size_;
   std::string etag_;  // or Last-Modified where the server gives no ETag; empty: none
   std::atomic<bool> aborted_{false};
@@ -163,7 +193,7 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
  public:
   explicit HttpSource(HttpOptions options) : options_(std::move(options)) { InitCurlOnce(); }
 
-  std::string description() const override { return "HTTP"; }
+  std::string description() const override { return options_.s3 ? "S3" : "HTTP"; }
   StorageCapabilities capabilities() const override {
     StorageCapabilities c;
     c.random_access = true;  // ranged GETs
@@ -173,30 +203,45 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
 
   Result<std::unique_ptr<File>> Open(const std::string& name,
                                      const OpenOptions& /*options*/) override {
-    HOIST_ASSIGN_OR_RETURN(const Response r, Probe(name));
+    HOIST_ASSIGN_OR_RETURN(const std::string url, UrlOf(name));
+    HOIST_ASSIGN_OR_RETURN(const Response r, Probe(name, url));
     uint64_t size = r.range_total != UINT64_MAX ? r.range_total : r.content_length;
     if (size == UINT64_MAX) {
       return Status::IoError(RedactUrl(name) + ": the server gives no length for it");
     }
     return std::unique_ptr<File>(std::make_unique<HttpFile>(
-        shared_from_this(), name, size, r.etag.empty() ? r.last_modified : r.etag));
+        shared_from_this(), name, url, size, r.etag.empty() ? r.last_modified : r.etag));
   }
 
   Result<EntryType> Type(const std::string& name) override {
-    if (Result<Response> r = Probe(name); !r.ok()) return r.status();
-    return EntryType::kFile;
+    HOIST_ASSIGN_OR_RETURN(const std::string url, UrlOf(name));
+    const bool prefix_only = options_.s3 && (name.ends_with('/') || name.size() == 5 ||
+                                             name.find('/', 5) == std::string::npos);
+    if (!prefix_only) {
+      Result<Response> r = Probe(name, url);
+      if (r.ok()) return EntryType::kFile;
+      if (r.status().code() != Code::kNotFound || !options_.s3) return r.status();
+    }
+    // S3 has no directories: a prefix with anything under it is one.
+    HOIST_ASSIGN_OR_RETURN(const std::vector<std::string> files, List(name, /*any=*/true));
+    if (files.empty()) return Status::NotFound(name + ": no such object, nor objects under it");
+    return EntryType::kDirectory;
   }
 
   Result<std::vector<std::string>> ListFiles(const std::string& dir) override {
-    return Status::InvalidArgument(RedactUrl(dir) +
-                                   ": an HTTP server lists no directory; name the model's "
-                                   ".safetensors, .gguf or index .json file");
+    if (!options_.s3) {
+      return Status::InvalidArgument(RedactUrl(dir) +
+                                     ": an HTTP server lists no directory; name the model's "
+                                     ".safetensors, .gguf or index .json file");
+    }
+    return List(dir, /*any=*/false);
   }
 
   Result<std::string> ResolveInside(const std::string& dir, const std::string& file) override {
-    const std::string url = Join(dir, file);
-    if (Result<Response> r = Probe(url); !r.ok()) return r.status();
-    return url;
+    const std::string name = Join(dir, file);
+    HOIST_ASSIGN_OR_RETURN(const std::string url, UrlOf(name));
+    if (Result<Response> r = Probe(name, url); !r.ok()) return r.status();
+    return name;
   }
 
   std::string Parent(const std::string& name) const override {
@@ -209,23 +254,67 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     return dir.ends_with('/') ? dir + file : dir + "/" + file;
   }
 
-  // A GET of [offset, offset + n) into dst, or with dst null a HEAD (then a one-byte GET for a
-  // server that refuses HEAD). Retries what can pass; the response of the last try.
-  // aborted: set, the request ends (kCancelled); may be null.
-  Result<Response> Request(const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                           const std::atomic<bool>* aborted = nullptr);
+  // A GET of [offset, offset + n) into sink, or with sink null a HEAD (Probe turns a refused
+  // HEAD into a one-byte GET). `name` is what messages show, `url` what is fetched. Retries
+  // what can pass; the response of the last try. aborted: set, the request ends (kCancelled);
+  // may be null.
+  Result<Response> Request(const std::string& name, const std::string& url, uint64_t offset,
+                           size_t n, Sink* sink, const std::atomic<bool>* aborted = nullptr);
 
   SourceCounters counters() const override {
     return {requests_.load(), retries_.load(), bytes_.load()};
   }
 
  private:
-  Result<Response> Probe(const std::string& url) {
-    Result<Response> head = Request(url, 0, 0, nullptr);
+  std::string CredentialsOrigin() const {
+    if (!options_.s3) return "";
+    if (options_.s3->access_key_id.empty()) return "none found: the requests went unsigned";
+    return "access key " + options_.s3->access_key_id + " from " + options_.s3->profile;
+  }
+
+  Result<std::string> UrlOf(const std::string& name) const {
+    if (!options_.s3) return name;
+    HOIST_ASSIGN_OR_RETURN(const S3Object object, ParseS3Name(name));
+    return S3ObjectUrl(*options_.s3, object);
+  }
+
+  Result<Response> Probe(const std::string& name, const std::string& url) {
+    Result<Response> head = Request(name, url, 0, 0, nullptr);
     if (!head.ok() || (head->code != 405 && head->code != 403 && head->code != 501)) return head;
     unsigned char byte = 0;  // HEAD refused: ask for the first byte, whose answer has the size
     Sink sink{&byte, 1};
-    return Request(url, 0, 1, &sink);
+    return Request(name, url, 0, 1, &sink);
+  }
+
+  // The objects directly under S3 prefix `dir` (as names, sorted); with `any`, stops at the
+  // first page that shows anything, objects or deeper prefixes.
+  Result<std::vector<std::string>> List(const std::string& dir, bool any) {
+    HOIST_ASSIGN_OR_RETURN(S3Object object, ParseS3Name(dir));
+    if (!object.key.empty() && !object.key.ends_with('/')) object.key += '/';
+    std::vector<std::string> names;
+    std::string token;
+    for (int page = 0; page < 10000; ++page) {
+      std::string text;
+      Sink sink;
+      sink.text = &text;
+      const std::string url = S3ListUrl(*options_.s3, object.bucket, object.key, token);
+      if (Result<Response> r = Request(dir, url, 0, 0, &sink); !r.ok()) return r.status();
+      Result<S3Listing> listing = ParseS3Listing(text);
+      if (!listing.ok()) return Status::IoError(dir + ": " + listing.status().message());
+      for (const std::string& key : listing->keys) {
+        if (key.size() > object.key.size()) {
+          names.push_back(Join(dir, key.substr(object.key.size())));
+        }
+      }
+      if (any && (!names.empty() || !listing->prefixes.empty())) {
+        if (names.empty()) names.push_back(Join(dir, listing->prefixes.front()));
+        break;
+      }
+      if (listing->next_token.empty()) break;
+      token = listing->next_token;
+    }
+    std::sort(names.begin(), names.end());
+    return names;
   }
 
   Handle Take() {
@@ -255,16 +344,25 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   std::vector<Handle> idle_;
 };
 
-// An answer that is an error whatever the retries: a status naming the URL.
-Status AnswerError(const std::string& url, const Response& r) {
-  const std::string what =
-      RedactUrl(url) + ": " + std::to_string(r.code) + (r.reason.empty() ? "" : " " + r.reason);
+// An answer that is an error whatever the retries: a status naming the file and, where the
+// body is an S3 error document, the server's reason.
+// credentials: where the request's credentials came from, for a refusal's message.
+Status AnswerError(const std::string& name, const Response& r, const std::string& credentials) {
+  std::string what =
+      RedactUrl(name) + ": " + std::to_string(r.code) + (r.reason.empty() ? "" : " " + r.reason);
+  if (const std::string s3 = S3ErrorSummary(r.error_body); !s3.empty()) what += ": " + s3;
   if (r.code == 404 || r.code == 410) return Status::NotFound(what);
   if (r.code == 401 || r.code == 403) {
-    return Status::IoError(what + " (the server refused the request: check the credentials)");
+    return Status::IoError(what + " (the server refused the request: check the credentials" +
+                           (credentials.empty() ? "" : ", " + credentials) + ")");
   }
   return Status::IoError(what);
 }
+
+// The SHA-256 of an empty body, which every GET and HEAD sends: S3 wants the payload's hash in
+// x-amz-content-sha256, and libcurl before 8.1 neither adds the header nor reads it.
+constexpr const char* kEmptyPayloadHash =
+    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
                           const std::atomic<bool>* aborted, CURLcode* code) {
@@ -303,15 +401,32 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
       headers = curl_slist_append(headers, auth.c_str());
     }
   }
+  std::string provider;
+  std::string token;
+  if (options_.s3 && !options_.s3->access_key_id.empty()) {
+    const S3Config& s3 = *options_.s3;
+    provider = "aws:amz:" + s3.region + ":s3";
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider.c_str());
+    curl_easy_setopt(h, CURLOPT_USERNAME, s3.access_key_id.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, s3.secret_access_key.c_str());
+    headers = curl_slist_append(headers, kEmptyPayloadHash);
+    if (!s3.session_token.empty()) {
+      token = "x-amz-security-token: " + s3.session_token;
+      headers = curl_slist_append(headers, token.c_str());
+    }
+  }
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   std::string range;
+  Sink error_sink;  // a HEAD's error answer has no body, but a redirect's may
+  Sink* body = sink != nullptr ? sink : &error_sink;
+  body->response = &response;
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
   if (sink == nullptr) {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-  } else {
+  } else if (sink->text == nullptr) {
     range = std::to_string(offset) + "-" + std::to_string(offset + n - 1);
     curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, OnBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, sink);
   }
   ++requests_;
   *code = curl_easy_perform(h);
@@ -319,6 +434,7 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
   response.code = status;
+  body->response = nullptr;
   return response;
 }
 
@@ -332,17 +448,17 @@ std::string Tries(int attempt) {
   return attempt > 0 ? " after " + std::to_string(attempt + 1) + " tries" : std::string();
 }
 
-Status Stopped(const std::string& url) {
+Status Stopped(const std::string& name) {
   HOIST_RETURN_IF_ERROR(StopRequested());  // a signal: its own status (exit 128 + N)
-  return Status::Cancelled(RedactUrl(url) + ": the load stopped while it was read");
+  return Status::Cancelled(RedactUrl(name) + ": the load stopped while it was read");
 }
 
 // Waits `wait` before a retry, ending early (with the reason) when the load stops.
 Status Backoff(std::chrono::milliseconds wait, const std::atomic<bool>* aborted,
-               const std::string& url) {
+               const std::string& name) {
   const auto until = std::chrono::steady_clock::now() + wait;
   while (std::chrono::steady_clock::now() < until) {
-    if (StopSignalReceived() != 0 || (aborted != nullptr && aborted->load())) return Stopped(url);
+    if (StopSignalReceived() != 0 || (aborted != nullptr && aborted->load())) return Stopped(name);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return Status::Ok();
@@ -350,37 +466,45 @@ Status Backoff(std::chrono::milliseconds wait, const std::atomic<bool>* aborted,
 
 }  // namespace
 
-Result<Response> HttpSource::Request(const std::string& url, uint64_t offset, size_t n, Sink* sink,
+Result<Response> HttpSource::Request(const std::string& name, const std::string& url,
+                                     uint64_t offset, size_t n, Sink* sink,
                                      const std::atomic<bool>* aborted) {
   Handle h = Take();
   if (!h) return Status::IoError("libcurl could not make a handle");
   std::chrono::milliseconds wait(200);
+  const bool ranged = sink != nullptr && sink->text == nullptr;
   for (int attempt = 0;; ++attempt) {
-    if (sink != nullptr) sink->received = 0;
+    if (sink != nullptr) {
+      sink->received = 0;
+      if (sink->text != nullptr) sink->text->clear();
+    }
     CURLcode code = CURLE_OK;
     const Response r = Once(h.get(), url, offset, n, sink, aborted, &code);
     if (code == CURLE_ABORTED_BY_CALLBACK || (aborted != nullptr && aborted->load())) {
-      return Stopped(url);
+      return Stopped(name);
     }
     if (sink != nullptr && sink->overflowed) {
-      return Status::IoError(RedactUrl(url) + ": the server answered a request for " +
+      if (!ranged) return Status::IoError(RedactUrl(name) + ": the answer is too large");
+      return Status::IoError(RedactUrl(name) + ": the server answered a request for " +
                              Bytes(offset, n) + " with more than those (it ignores byte ranges)");
     }
     const bool retry = code != CURLE_OK ? Transient(code) : TransientAnswer(r.code);
     if (retry && attempt < options_.retries) {
       ++retries_;
-      HOIST_RETURN_IF_ERROR(Backoff(wait, aborted, url));
+      HOIST_RETURN_IF_ERROR(Backoff(wait, aborted, name));
       wait *= 2;
       continue;
     }
     if (code != CURLE_OK) {
-      return Status::IoError(RedactUrl(url) + ": " + curl_easy_strerror(code) +
-                             (sink != nullptr ? " (" + Bytes(offset, n) + ")" : std::string()) +
+      return Status::IoError(RedactUrl(name) + ": " + curl_easy_strerror(code) +
+                             (ranged ? " (" + Bytes(offset, n) + ")" : std::string()) +
                              Tries(attempt));
     }
     Give(std::move(h));
-    if (r.code >= 400) {
-      const Status error = AnswerError(url, r);
+    // A refused HEAD comes back as an answer: Probe asks again with a GET.
+    const bool head_refused = sink == nullptr && (r.code == 405 || r.code == 403 || r.code == 501);
+    if (r.code >= 400 && !head_refused) {
+      const Status error = AnswerError(name, r, CredentialsOrigin());
       return Status(error.code(), error.message() + Tries(attempt));
     }
     if (sink != nullptr) bytes_ += sink->received;
@@ -392,19 +516,20 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
   if (n == 0 || offset >= size_) return RawRead{0, false};
   n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
   Sink sink{static_cast<unsigned char*>(dst), n};
-  HOIST_ASSIGN_OR_RETURN(const Response r, source_->Request(url_, offset, n, &sink, &aborted_));
+  HOIST_ASSIGN_OR_RETURN(const Response r,
+                         source_->Request(name_, url_, offset, n, &sink, &aborted_));
   const std::string& now = r.etag.empty() ? r.last_modified : r.etag;
   if (!etag_.empty() && !now.empty() && now != etag_) {
-    return Status(Code::kFileChanged, RedactUrl(url_) + " changed while it was read (ETag was " +
+    return Status(Code::kFileChanged, RedactUrl(name_) + " changed while it was read (ETag was " +
                                           etag_ + ", now " + now + ")");
   }
   if (r.code == 200 && !(offset == 0 && sink.received == size_)) {
-    return Status::IoError(RedactUrl(url_) + ": the server answered a request for bytes " +
+    return Status::IoError(RedactUrl(name_) + ": the server answered a request for bytes " +
                            std::to_string(offset) + "-" + std::to_string(offset + n - 1) +
                            " with the whole file (it ignores byte ranges)");
   }
   if (r.code != 200 && r.code != 206) {
-    return Status::IoError(RedactUrl(url_) + ": unexpected answer " + std::to_string(r.code) +
+    return Status::IoError(RedactUrl(name_) + ": unexpected answer " + std::to_string(r.code) +
                            " to a ranged GET");
   }
   return RawRead{sink.received, false};

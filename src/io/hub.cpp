@@ -17,15 +17,6 @@ bool IsCommit(const std::string& revision) {
   return std::regex_match(revision, kCommit);
 }
 
-// The whole of a small file of storage (at most 16 MiB: a ref, a listing).
-Result<std::string> ReadSmall(Storage& storage, const std::string& name) {
-  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(name, {}));
-  if (file->size() > (16u << 20)) return Status::IoError(name + ": too large");
-  std::string text(file->size(), '\0');
-  if (!text.empty()) HOIST_RETURN_IF_ERROR(file->ReadExact(0, text.data(), text.size()));
-  return text;
-}
-
 // The file of the listing the hub loads a model from, or "".
 std::string ModelFile(const std::vector<std::string>& files) {
   for (const char* preferred : {"model.safetensors.index.json", "model.safetensors"}) {
@@ -79,7 +70,7 @@ std::string CachedSnapshot(Storage& local, const std::string& repo, const std::s
       cache + "/models--" + repo.substr(0, slash) + "--" + repo.substr(slash + 1);
   std::string commit = revision;
   if (!IsCommit(revision)) {
-    Result<std::string> ref = ReadSmall(local, dir + "/refs/" + revision);
+    Result<std::string> ref = ReadSmallFile(local, dir + "/refs/" + revision);
     if (!ref.ok()) return "";
     commit = *ref;
     commit.erase(commit.find_last_not_of(" \n\r\t") + 1);
@@ -108,7 +99,7 @@ Result<ModelLocation> LocateHubModel(const HubName& name) {
   }
   std::shared_ptr<Storage> http = MakeHttpStorage(options);
   const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" + name.revision;
-  HOIST_ASSIGN_OR_RETURN(const std::string text, ReadSmall(*http, listing));
+  HOIST_ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(*http, listing));
   const nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
   if (info.is_discarded() || !info.is_object()) {
     return Status::IoError(RedactUrl(listing) + ": the hub's answer is not a JSON object");

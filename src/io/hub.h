@@ -44,8 +44,9 @@ struct ModelLocation {
 Result<ModelLocation> LocateHubModel(const HubName& name);
 
 // Where a model name's bytes are (sources.cpp): hf://… as LocateHubModel says, an http:// or
-// https:// URL in the HTTP source (one for the process, its options from the environment),
-// anything else in the local file system.
+// https:// URL in the HTTP source (one for the process, its options from the environment), an
+// s3://BUCKET/KEY name in an HTTP source signing for S3 (S3ConfigFromEnvironment), anything
+// else in the local file system.
 Result<ModelLocation> LocateModel(const std::string& name);
 
 }  // namespace hoist

@@ -1,5 +1,6 @@
 // Which Storage a name belongs to: a Hugging Face repo id to the local cache or the hub, a URL
-// to the HTTP source, anything else to the local file system.
+// to the HTTP source, an s3:// name to the HTTP source signing for S3, anything else to the
+// local file system.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -7,6 +8,7 @@
 #include "base/platform.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
+#include "io/s3.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -42,6 +44,15 @@ HttpOptions HttpOptionsFromEnvironment() {
 Result<ModelLocation> LocateModel(const std::string& name) {
   HOIST_ASSIGN_OR_RETURN(const std::optional<HubName> hub, ParseHubName(name));
   if (hub) return LocateHubModel(*hub);
+  if (IsS3Url(name)) {
+    if (Result<S3Object> object = ParseS3Name(name); !object.ok()) return object.status();
+    // The configuration is read for every model, so credentials that change between loads
+    // (rotated, or a test's) take effect.
+    HOIST_ASSIGN_OR_RETURN(S3Config s3, S3ConfigFromEnvironment());
+    HttpOptions options = HttpOptionsFromEnvironment();
+    options.s3 = std::move(s3);
+    return ModelLocation{MakeHttpStorage(options), name};
+  }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name};
   static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
   return ModelLocation{http, name};

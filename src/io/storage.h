@@ -74,6 +74,11 @@ class Storage {
   virtual std::string Join(const std::string& dir, const std::string& file) const = 0;
 };
 
+// The whole of a small file of `storage` (a ref, a listing, a credentials file): kIoError
+// naming it when it holds more than `max_bytes`.
+Result<std::string> ReadSmallFile(Storage& storage, const std::string& name,
+                                  uint64_t max_bytes = uint64_t{16} << 20);
+
 // The machine's file system (POSIX or Windows files). One object serves the whole process.
 std::shared_ptr<Storage> LocalStorage();
 

@@ -81,10 +81,10 @@ TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
                        "else from the hub)\n"),
             std::string::npos)
       << r.err;
-  r = RunHoist({"inspect", "s3://bucket/m.safetensors"});
+  r = RunHoist({"inspect", "gs://bucket/m.safetensors"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("; it is a URL hoist does not read (it reads local files, http://, "
-                       "https:// and hf://)"),
+                       "https://, s3:// and hf://)"),
             std::string::npos)
       << r.err;
 #ifndef _WIN32  // setenv; the cache's layout is the same everywhere

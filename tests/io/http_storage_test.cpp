@@ -2,11 +2,7 @@
 // self-signed certificate the test trusts), serving sample models in every shape; and a proxy
 // in front of it that fails, resets, stalls or changes what it serves, as networks and object
 // stores do. Every tensor loaded over HTTP is compared byte for byte with the local file.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,62 +24,20 @@
 #include "format/model.h"
 #include "format/sample_model.h"
 #include "io/http_storage.h"
+#include "io/loopback.h"
 #include "pipeline/load_checks.h"
 #include "test_util.h"
-
-extern char** environ;  // NOLINT: posix_spawn's environment
 
 namespace hoist {
 namespace {
 
+using testing::Connect;
 using testing::Device;
 using testing::ExpectByteExact;
+using testing::FreePort;
+using testing::Run;
 using testing::RunHoist;
-
-int FreePort() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t n = sizeof a;
-  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
-    close(s);
-    return -1;
-  }
-  close(s);
-  return ntohs(a.sin_port);
-}
-
-int Connect(int port) {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(s);
-    return -1;
-  }
-  return s;
-}
-
-pid_t Spawn(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) return -1;
-  return pid;
-}
-
-int Run(const std::vector<std::string>& argv) {
-  const pid_t pid = Spawn(argv);
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using testing::Spawn;
 
 // nginx serving `root` over HTTP and HTTPS on two free loopback ports, as a foreground process
 // this object stops.
@@ -157,6 +111,7 @@ enum class Fault : uint8_t {
   kStall,         // ranged GETs after the first `count` get their headers and then nothing
   kChangeETag,    // ranged GETs after the first `count` carry another ETag
   kIgnoreRanges,  // ranged GETs are answered 200 with the whole file
+  kCorruptOnce,   // one byte changed in the first ranged GET past the header (not at byte 0)
 };
 
 // A proxy on a free loopback port in front of nginx's HTTP port: each request is sent to nginx
@@ -276,6 +231,10 @@ class FaultProxy {
       while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return false;
     }
+    if (ranged && fault_ == Fault::kCorruptOnce && answer.size() > head_end &&
+        request.find("Range: bytes=0-") == std::string::npos && !corrupted_.exchange(true)) {
+      answer[head_end + (answer.size() - head_end) / 2] ^= 0x40;
+    }
     if (ranged && fault_ == Fault::kResetOnce && index == 0) {
       SendAll(client, answer.substr(0, head_end + (answer.size() - head_end) / 2));
       return false;  // closes the connection mid-body
@@ -290,6 +249,7 @@ class FaultProxy {
   int port_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<int> ranged_gets_{0};
+  std::atomic<bool> corrupted_{false};
   std::thread acceptor_;
   std::mutex mutex_;
   std::vector<int> clients_;
@@ -525,6 +485,31 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   auto model = Load(*cached, Device("host"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(local, **model);
+}
+
+// HTTP carries no checksum of its own: a byte changed in transit loads as it came, and `hoist
+// verify`, which reads the file again, names the tensor it lands in.
+TEST_F(HttpStorageTest, BytesCorruptedInTransitAreCaughtByVerifyNamingTheTensor) {
+  const TensorDirectory local = Write("a.safetensors", SampleSpec{"safetensors", 2 << 20});
+  {
+    FaultProxy proxy(server_->http_port(), Fault::kCorruptOnce, 0);
+    TensorDirectory remote;
+    auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote, {.chunk_bytes = 1 << 20});
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    size_t differing = 0;
+    for (size_t i = 0; i < local.tensors.size(); ++i) {
+      const TensorEntry& t = local.tensors[i];
+      differing += testing::LoadedBytes(**model, i, t.nbytes) != testing::FileBytes(local, t);
+    }
+    EXPECT_EQ(differing, 1u);
+  }
+  FaultProxy proxy(server_->http_port(), Fault::kCorruptOnce, 0);
+  const auto r = RunHoist({"verify", proxy.url("a.safetensors"), "--device", "host"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // the device's bytes differ from the file's
+  EXPECT_NE(r.err.find("tensors on host differ from " + proxy.url("a.safetensors") + ":\n  "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(": first difference at byte "), std::string::npos) << r.err;
 }
 
 TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {

@@ -28,6 +28,17 @@ inline std::vector<unsigned char> FileBytes(const TensorDirectory& dir, const Te
   return bytes;
 }
 
+// Loaded tensor i's `nbytes` bytes, copied back from its device.
+inline std::vector<unsigned char> LoadedBytes(LoadedModel& model, size_t i, uint64_t nbytes) {
+  std::vector<unsigned char> got(nbytes);
+  if (nbytes > 0) {
+    EXPECT_TRUE(model.device_of(i)
+                    .CopyToHost(got.data(), model.data(i), nbytes, model.external_destinations())
+                    .ok());
+  }
+  return got;
+}
+
 // Every loaded tensor equals the file's bytes (read independently), and every checksum equals
 // XXH3 of those bytes.
 inline void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
@@ -35,14 +46,7 @@ inline void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
     if (!model.loaded(i)) continue;
     const TensorEntry& t = dir.tensors[i];
     const std::vector<unsigned char> want = FileBytes(dir, t);
-    std::vector<unsigned char> got(t.nbytes);
-    if (t.nbytes > 0) {
-      ASSERT_TRUE(
-          model.device_of(i)
-              .CopyToHost(got.data(), model.data(i), t.nbytes, model.external_destinations())
-              .ok());
-    }
-    ASSERT_TRUE(got == want) << "tensor " << t.name << " differs";
+    ASSERT_TRUE(LoadedBytes(model, i, t.nbytes) == want) << "tensor " << t.name << " differs";
     if (!model.checksums().empty()) {
       EXPECT_EQ(model.checksums()[i], Xxh3(want.data(), want.size())) << t.name;
     }

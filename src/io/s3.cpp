@@ -1,0 +1,252 @@
+#include "io/s3.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <regex>
+
+#include "base/platform.h"
+#include "io/storage.h"
+
+namespace hoist {
+namespace {
+
+// S3's URI encoding: every byte but the unreserved ones (and '/' in a key) as %XX, upper case.
+std::string UriEncode(std::string_view text, bool keep_slash) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+std::string Trim(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string_view::npos) return "";
+  const size_t end = text.find_last_not_of(" \t\r");
+  return std::string(text.substr(begin, end - begin + 1));
+}
+
+// `key` of section `section` in an AWS ini file (credentials or config), or nullopt.
+std::optional<std::string> IniValue(std::string_view text, std::string_view section,
+                                    std::string_view key) {
+  std::string current;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string line = Trim(text.substr(at, end - at));
+    at = end + 1;
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      current = Trim(std::string_view(line).substr(1, line.size() - 2));
+      continue;
+    }
+    const size_t equals = line.find('=');
+    if (current != section || equals == std::string::npos) continue;
+    if (Trim(std::string_view(line).substr(0, equals)) == key) {
+      return Trim(std::string_view(line).substr(equals + 1));
+    }
+  }
+  return std::nullopt;
+}
+
+// An AWS file named by `variable`, else ~/.aws/`file`; "" when there is none or it cannot be
+// read (the SDKs pass over such a file too).
+std::string AwsFile(const char* variable, const char* file) {
+  std::string path = EnvironmentVariable(variable);
+  if (path.empty()) {
+    std::string home = EnvironmentVariable("HOME");
+    if (home.empty()) home = EnvironmentVariable("USERPROFILE");
+    if (home.empty()) return "";
+    path = home + "/.aws/" + file;
+  }
+  Result<std::string> text = ReadSmallFile(*LocalStorage(), path, 1u << 20);
+  return text.ok() ? std::move(text).value() : std::string();
+}
+
+std::string FirstOf(std::initializer_list<const char*> variables) {
+  for (const char* v : variables) {
+    if (std::string value = EnvironmentVariable(v); !value.empty()) return value;
+  }
+  return "";
+}
+
+// The text between <tag> and </tag> from `from`, XML's five entities decoded; nullopt when
+// absent. `from` moves past the element.
+std::optional<std::string> Element(std::string_view xml, std::string_view tag, size_t* from) {
+  const std::string open = "<" + std::string(tag) + ">";
+  const std::string close = "</" + std::string(tag) + ">";
+  const size_t begin = xml.find(open, *from);
+  if (begin == std::string_view::npos) return std::nullopt;
+  const size_t end = xml.find(close, begin + open.size());
+  if (end == std::string_view::npos) return std::nullopt;
+  *from = end + close.size();
+  const std::string_view raw = xml.substr(begin + open.size(), end - begin - open.size());
+  std::string text;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    static constexpr std::pair<std::string_view, char> kEntities[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+    bool decoded = false;
+    for (const auto& [entity, c] : kEntities) {
+      if (raw.substr(i, entity.size()) == entity) {
+        text += c;
+        i += entity.size() - 1;
+        decoded = true;
+        break;
+      }
+    }
+    if (!decoded) text += raw[i];
+  }
+  return text;
+}
+
+std::string Host(const S3Config& config, const std::string& bucket, bool* path_style) {
+  if (!config.endpoint.empty()) {
+    *path_style = true;
+    std::string endpoint = config.endpoint;
+    while (endpoint.ends_with('/')) endpoint.pop_back();
+    return endpoint;
+  }
+  *path_style = bucket.find('.') != std::string::npos;
+  const std::string aws = "s3." + config.region + ".amazonaws.com";
+  return *path_style ? "https://" + aws : "https://" + bucket + "." + aws;
+}
+
+}  // namespace
+
+bool IsS3Url(std::string_view name) { return name.rfind("s3://", 0) == 0; }
+
+Result<S3Object> ParseS3Name(std::string_view name) {
+  const std::string text(name);
+  if (!IsS3Url(name)) return Status::InvalidArgument(text + ": not an s3:// name");
+  const std::string_view rest = name.substr(5);
+  const size_t slash = rest.find('/');
+  S3Object object;
+  object.bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) object.key = std::string(rest.substr(slash + 1));
+  static const std::regex kBucket(R"(^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$)");
+  if (!std::regex_match(object.bucket, kBucket)) {
+    return Status::InvalidArgument(text + ": '" + object.bucket +
+                                   "' is not an S3 bucket name (3 to 63 lowercase letters, "
+                                   "digits, dots and hyphens; s3://BUCKET/KEY)");
+  }
+  return object;
+}
+
+Result<S3Config> S3ConfigFromEnvironment() {
+  S3Config config;
+  std::string profile = EnvironmentVariable("AWS_PROFILE");
+  if (profile.empty()) profile = "default";
+  config.profile = "profile '" + profile + "'";
+  const std::string credentials = AwsFile("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+  const std::string settings = AwsFile("AWS_CONFIG_FILE", "config");
+  const std::string settings_section = profile == "default" ? profile : "profile " + profile;
+  auto setting = [&](const char* key) {
+    if (auto v = IniValue(credentials, profile, key)) return *v;
+    return IniValue(settings, settings_section, key).value_or("");
+  };
+
+  config.region = FirstOf({"AWS_REGION", "AWS_DEFAULT_REGION"});
+  if (config.region.empty()) config.region = setting("region");
+  if (config.region.empty()) config.region = "us-east-1";
+  config.endpoint = FirstOf({"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+  if (config.endpoint.empty()) config.endpoint = setting("endpoint_url");
+
+  const std::string key = EnvironmentVariable("AWS_ACCESS_KEY_ID");
+  const std::string secret = EnvironmentVariable("AWS_SECRET_ACCESS_KEY");
+  if (!key.empty() || !secret.empty()) {
+    if (key.empty() || secret.empty()) {
+      return Status::InvalidArgument(
+          std::string(key.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
+          " is set without " + (key.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
+          ": S3 requests need both or neither");
+    }
+    config.access_key_id = key;
+    config.secret_access_key = secret;
+    config.session_token = EnvironmentVariable("AWS_SESSION_TOKEN");
+    config.profile = "AWS_ACCESS_KEY_ID";
+    return config;
+  }
+  config.access_key_id = setting("aws_access_key_id");
+  config.secret_access_key = setting("aws_secret_access_key");
+  config.session_token = setting("aws_session_token");
+  if (config.access_key_id.empty() != config.secret_access_key.empty()) {
+    return Status::InvalidArgument("AWS profile '" + profile +
+                                   "' has only one of aws_access_key_id and "
+                                   "aws_secret_access_key: S3 requests need both or neither");
+  }
+  return config;
+}
+
+std::string S3ObjectUrl(const S3Config& config, const S3Object& object) {
+  bool path_style = false;
+  const std::string host = Host(config, object.bucket, &path_style);
+  return host + (path_style ? "/" + object.bucket : "") + "/" + UriEncode(object.key, true);
+}
+
+std::string S3ListUrl(const S3Config& config, const std::string& bucket, const std::string& prefix,
+                      const std::string& continuation_token) {
+  bool path_style = false;
+  const std::string host = Host(config, bucket, &path_style);
+  std::string url = host + (path_style ? "/" + bucket : "") + "/?";
+  if (!continuation_token.empty()) {
+    url += "continuation-token=" + UriEncode(continuation_token, false) + "&";
+  }
+  return url + "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, false);
+}
+
+Result<S3Listing> ParseS3Listing(std::string_view xml) {
+  if (xml.find("<ListBucketResult") == std::string_view::npos) {
+    return Status::IoError("the answer to a listing is not a ListBucketResult");
+  }
+  S3Listing listing;
+  size_t at = 0;
+  while (true) {
+    size_t contents = xml.find("<Contents>", at);
+    if (contents == std::string_view::npos) break;
+    std::optional<std::string> key = Element(xml, "Key", &contents);
+    if (!key) return Status::IoError("a listing's <Contents> has no <Key>");
+    listing.keys.push_back(*key);
+    at = contents;
+  }
+  at = 0;
+  while (true) {
+    size_t common = xml.find("<CommonPrefixes>", at);
+    if (common == std::string_view::npos) break;
+    std::optional<std::string> prefix = Element(xml, "Prefix", &common);
+    if (!prefix) return Status::IoError("a listing's <CommonPrefixes> has no <Prefix>");
+    listing.prefixes.push_back(*prefix);
+    at = common;
+  }
+  size_t from = 0;
+  if (Element(xml, "IsTruncated", &from).value_or("false") == "true") {
+    from = 0;
+    listing.next_token = Element(xml, "NextContinuationToken", &from).value_or("");
+    if (listing.next_token.empty()) {
+      return Status::IoError("a truncated listing gives no NextContinuationToken");
+    }
+  }
+  return listing;
+}
+
+std::string S3ErrorSummary(std::string_view body) {
+  if (body.find("<Error>") == std::string_view::npos) return "";
+  size_t from = 0;
+  const std::string code = Element(body, "Code", &from).value_or("");
+  from = 0;
+  const std::string message = Element(body, "Message", &from).value_or("");
+  if (code.empty()) return message;
+  return message.empty() ? code : code + ": " + message;
+}
+
+}  // namespace hoist

@@ -1,0 +1,68 @@
+// Models in S3 or an S3-compatible store (MinIO, Ceph, R2, ...), named s3://BUCKET/KEY: read
+// through the HTTP source (http_storage.h) with every request signed with AWS Signature V4 and
+// a prefix listed as a directory. This file is the part without libcurl: names, where the
+// configuration comes from, the URLs, the listing's XML.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hoist {
+
+struct S3Config {
+  std::string region = "us-east-1";
+  // Empty: AWS itself (https://BUCKET.s3.REGION.amazonaws.com/KEY, or path-style for a bucket
+  // with dots, which TLS's wildcard names cannot match). Set: an S3-compatible endpoint such as
+  // "http://127.0.0.1:9000", addressed path-style (ENDPOINT/BUCKET/KEY) as MinIO and Ceph expect.
+  std::string endpoint;
+  // Empty access_key_id: requests go unsigned (public buckets). Secrets are never printed.
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // temporary credentials' x-amz-security-token
+  std::string profile;        // where the credentials came from, for messages: "profile 'NAME'"
+};
+
+struct S3Object {
+  std::string bucket;
+  std::string key;  // may be empty (the bucket's top) or end in '/' (a prefix)
+};
+
+bool IsS3Url(std::string_view name);
+
+// The bucket and key of s3://BUCKET/KEY; kInvalidArgument naming the rule a name breaks (a
+// bucket is 3 to 63 lowercase letters, digits, dots and hyphens).
+Result<S3Object> ParseS3Name(std::string_view name);
+
+// The configuration the AWS SDKs would use: region from AWS_REGION, AWS_DEFAULT_REGION, else
+// the profile's `region`; endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else the
+// profile's `endpoint_url`; credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_SESSION_TOKEN, else the profile (AWS_PROFILE, default "default") in
+// AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), then in AWS_CONFIG_FILE (~/.aws/config).
+// kInvalidArgument when only one of the key and the secret is given.
+Result<S3Config> S3ConfigFromEnvironment();
+
+// The URL that serves an object, its key percent-encoded as S3's signatures expect.
+std::string S3ObjectUrl(const S3Config& config, const S3Object& object);
+
+// The URL of one page of ListObjectsV2 for the keys directly under `prefix` (delimiter "/"),
+// its query in the sorted order a signature's canonical request needs.
+std::string S3ListUrl(const S3Config& config, const std::string& bucket, const std::string& prefix,
+                      const std::string& continuation_token);
+
+struct S3Listing {
+  std::vector<std::string> keys;      // objects directly under the prefix
+  std::vector<std::string> prefixes;  // "sub-directories" (CommonPrefixes)
+  std::string next_token;             // empty on the last page
+};
+
+// One page of a ListObjectsV2 answer; kIoError when it is not one.
+Result<S3Listing> ParseS3Listing(std::string_view xml);
+
+// "CODE: MESSAGE" from an S3 error document (<Error><Code>…</Code><Message>…</Message>), or ""
+// when `body` is not one.
+std::string S3ErrorSummary(std::string_view body);
+
+}  // namespace hoist

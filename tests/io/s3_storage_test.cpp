@@ -1,0 +1,257 @@
+// The S3 source against an S3-compatible server on loopback (tests/reference/s3_server.mjs:
+// s3rver, with every request's Signature V4 computed again by AWS's own signer), the models
+// uploaded by AWS's command-line client: every shape of model loads byte-exact by s3:// name,
+// a wrong secret is refused with the server's reason, credentials come from a profile file.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "format/model.h"
+#include "format/sample_model.h"
+#include "io/hub.h"
+#include "io/loopback.h"
+#include "io/s3.h"
+#include "pipeline/load_checks.h"
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using testing::Connect;
+using testing::Device;
+using testing::ExpectByteExact;
+using testing::RunHoist;
+using testing::Spawn;
+
+// The reference server as a child process this object stops.
+class S3Server {
+ public:
+  explicit S3Server(const std::string& dir) {
+    std::filesystem::create_directories(dir + "/objects");
+    const std::string out = dir + "/server.out";
+    pid_ = Spawn({HOIST_NODE, HOIST_S3_SERVER, dir + "/objects", "models"}, out);
+    for (int i = 0; i < 300 && pid_ > 0; ++i) {  // up to 15 s for it to listen
+      std::ifstream in(out);
+      std::string word;
+      if (in >> word >> port_ && word == "port") return;
+      port_ = -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~S3Server() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  S3Server(const S3Server&) = delete;
+  S3Server& operator=(const S3Server&) = delete;
+
+  bool ok() const { return pid_ > 0 && port_ > 0; }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // How many requests passed the signature check and how many were refused.
+  nlohmann::json Counts() const {
+    const int s = Connect(port_);
+    if (s < 0) return {};
+    const std::string request = "GET /__counts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (send(s, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+      close(s);
+      return {};
+    }
+    std::string answer;
+    char buffer[4096];
+    for (ssize_t n; (n = recv(s, buffer, sizeof buffer, 0)) > 0;) {
+      answer.append(buffer, static_cast<size_t>(n));
+    }
+    close(s);
+    const size_t body = answer.find("\r\n\r\n");
+    return body == std::string::npos ? nlohmann::json()
+                                     : nlohmann::json::parse(answer.substr(body + 4), nullptr,
+                                                             /*allow_exceptions=*/false);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = -1;
+};
+
+class S3StorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<S3Server>(tmp_.path());
+    ASSERT_TRUE(server_->ok()) << "the S3 server did not start; see " << tmp_.File("server.out");
+    // Only what the test sets: no profile of the machine's leaks in.
+    Set("AWS_CONFIG_FILE", tmp_.File("no-config"));
+    Set("AWS_SHARED_CREDENTIALS_FILE", tmp_.File("no-credentials"));
+    Set("AWS_ACCESS_KEY_ID", "S3RVER");
+    Set("AWS_SECRET_ACCESS_KEY", "S3RVER");
+    Set("AWS_REGION", "us-east-1");
+    Set("AWS_ENDPOINT_URL", server_->endpoint());
+    Set("AWS_EC2_METADATA_DISABLED", "true");
+  }
+  void TearDown() override {
+    for (const std::string& name : set_) unsetenv(name.c_str());
+  }
+
+  void Set(const std::string& name, const std::string& value) {
+    setenv(name.c_str(), value.c_str(), 1);
+    set_.push_back(name);
+  }
+
+  // Writes a sample model locally under `name` and uploads its directory's files with the AWS
+  // command-line client to s3://models/PREFIX/; the local model.
+  TensorDirectory Upload(const std::string& name, SampleSpec spec) {
+    const std::string path = tmp_.File("local/" + name);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    auto written = WriteSampleModel(path, spec);
+    EXPECT_TRUE(written.ok()) << written.status().ToString();
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    const std::string prefix = dir.substr(tmp_.File("local").size());
+    EXPECT_EQ(testing::Run({HOIST_AWS, "--endpoint-url", server_->endpoint(), "s3", "cp",
+                            "--recursive", "--only-show-errors", dir, "s3://models" + prefix + "/"},
+                           tmp_.File("aws.out")),
+              0)
+        << "aws s3 cp failed; see " << tmp_.File("aws.out");
+    auto opened = ReadModelDirectory(path);
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return opened.ok() ? std::move(opened).value() : TensorDirectory{};
+  }
+
+  static Result<std::unique_ptr<LoadedModel>> LoadName(const std::string& name,
+                                                       TensorDirectory* dir_out) {
+    HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(name));
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadModelDirectory(where.storage, where.path));
+    LoadOptions options;
+    options.threads = 4;
+    options.chunk_bytes = 1 << 20;
+    auto model = Load(dir, Device("host"), options);
+    *dir_out = std::move(dir);
+    return model;
+  }
+
+  testing::TempDir tmp_;
+  std::unique_ptr<S3Server> server_;
+  std::vector<std::string> set_;
+};
+
+TEST_F(S3StorageTest, EveryShapeOfModelLoadsByteExactByItsS3Name) {
+  struct Case {
+    std::string local;  // where the sample is written (and uploaded from)
+    std::string name;   // what the user names
+    std::string format;
+    int shards;
+  };
+  for (const Case& c :
+       {Case{"a/model.safetensors", "s3://models/a/model.safetensors", "safetensors", 1},
+        Case{"b/m.gguf", "s3://models/b/m.gguf", "gguf", 1},
+        Case{"c/model.safetensors.index.json", "s3://models/c/model.safetensors.index.json",
+             "safetensors", 3},
+        Case{"d/m-00001-of-00002.gguf", "s3://models/d/m-00001-of-00002.gguf", "gguf", 2},
+        // A prefix is a directory, as a local one: its index found, every shard under it.
+        Case{"e/model.safetensors.index.json", "s3://models/e", "safetensors", 2},
+        Case{"f with space/model.safetensors", "s3://models/f with space/", "safetensors", 1}}) {
+    SCOPED_TRACE(c.name);
+    SampleSpec spec;
+    spec.format = c.format;
+    spec.shards = c.shards;
+    spec.target_bytes = 4 << 20;
+    const TensorDirectory local = Upload(c.local, spec);
+    TensorDirectory remote;
+    auto model = LoadName(c.name, &remote);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ASSERT_EQ(remote.tensors.size(), local.tensors.size());
+    ASSERT_EQ(remote.files.size(), static_cast<size_t>(c.shards));
+    EXPECT_EQ(remote.files[0].path.rfind("s3://models/", 0), 0u) << remote.files[0].path;
+    ExpectByteExact(local, **model);
+    EXPECT_EQ(remote.source().description(), "S3");
+  }
+  // Every request was signed and every signature held.
+  const nlohmann::json counts = server_->Counts();
+  EXPECT_GT(counts.value("signed", 0), 0);
+  EXPECT_EQ(counts.value("refused", -1), 0);
+}
+
+TEST_F(S3StorageTest, AWrongSecretIsRefusedWithTheServersReasonAndNeverPrinted) {
+  Upload("a/model.safetensors", SampleSpec{"safetensors", 1 << 20});
+  Set("AWS_SECRET_ACCESS_KEY", "not-the-secret");
+  const auto r = RunHoist({"load", "s3://models/a/model.safetensors", "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist: s3://models/a/model.safetensors: 403 Forbidden: SignatureDoesNotMatch: The "
+            "request signature we calculated does not match the signature you provided. Check "
+            "your key and signing method. (the server refused the request: check the "
+            "credentials, access key S3RVER from AWS_ACCESS_KEY_ID)\n");
+  EXPECT_GT(server_->Counts().value("refused", 0), 0);
+}
+
+TEST_F(S3StorageTest, CredentialsAndRegionComeFromAProfileWhenTheEnvironmentHasNone) {
+  const TensorDirectory local = Upload("a/model.safetensors", SampleSpec{"safetensors", 1 << 20});
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  unsetenv("AWS_REGION");
+  std::ofstream(tmp_.File("credentials"))
+      << "[default]\naws_access_key_id = WRONG\naws_secret_access_key = WRONG\n\n"
+      << "[loader]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n";
+  std::ofstream(tmp_.File("config")) << "[profile loader]\nregion = eu-west-1\n";
+  Set("AWS_SHARED_CREDENTIALS_FILE", tmp_.File("credentials"));
+  Set("AWS_CONFIG_FILE", tmp_.File("config"));
+  Set("AWS_PROFILE", "loader");
+  auto config = S3ConfigFromEnvironment();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->access_key_id, "S3RVER");
+  EXPECT_EQ(config->region, "eu-west-1");
+  TensorDirectory remote;
+  auto model = LoadName("s3://models/a/model.safetensors", &remote);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(local, **model);
+
+  // The default profile's wrong key: refused, naming where the key came from.
+  Set("AWS_PROFILE", "default");
+  const auto r = RunHoist({"inspect", "s3://models/a/model.safetensors"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("403 Forbidden: InvalidAccessKeyId: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("access key WRONG from profile 'default'"), std::string::npos) << r.err;
+
+  // Half a pair is refused before any request.
+  Set("AWS_ACCESS_KEY_ID", "S3RVER");
+  const auto half = RunHoist({"inspect", "s3://models/a/model.safetensors"});
+  EXPECT_EQ(half.exit_code, 1);
+  EXPECT_EQ(half.err,
+            "hoist: AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY: S3 requests need "
+            "both or neither\n");
+}
+
+TEST_F(S3StorageTest, TheCliLoadsAnS3NameAndReportsItsSource) {
+  Upload("g/m.gguf", SampleSpec{"gguf", 2 << 20});
+  auto r = RunHoist({"verify", "s3://models/g/m.gguf", "--device", "sim"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunHoist({"load", "s3://models/g", "--device", "host", "--json", "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["source"]["kind"], "S3");
+  EXPECT_GT(report["source"]["requests"].get<uint64_t>(), 0u);
+  EXPECT_GE(report["source"]["bytes"].get<uint64_t>(), report["bytes"].get<uint64_t>());
+  r = RunHoist({"load", "s3://models/nothing/m.gguf", "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: s3://models/nothing/m.gguf: no such object, nor objects under it\n");
+  r = RunHoist({"load", "s3://Models/m.gguf", "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "hoist: s3://Models/m.gguf: 'Models' is not an S3 bucket name (3 to 63 lowercase "
+            "letters, digits, dots and hyphens; s3://BUCKET/KEY)\n");
+}
+
+}  // namespace
+}  // namespace hoist
