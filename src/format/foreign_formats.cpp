@@ -6,8 +6,8 @@
 #include <regex>
 
 #include "io/http_storage.h"
-#include "io/s3.h"
 #include "io/hub.h"
+#include "io/s3.h"
 
 namespace hoist {
 namespace {
