@@ -244,7 +244,7 @@ std::string S3ErrorSummary(std::string_view body) {
   size_t from = 0;
   const std::string code = Element(body, "Code", &from).value_or("");
   from = 0;
-  const std::string message = Element(body, "Message", &from).value_or("");
+  std::string message = Element(body, "Message", &from).value_or("");
   if (code.empty()) return message;
   return message.empty() ? code : code + ": " + message;
 }
