@@ -6,7 +6,8 @@
 # same file from its local path (the page cache). The best of ROUNDS of each and the ratios.
 # Usage: bench/http/loopback.sh [HOIST] [SIZE] [DEVICE]   (defaults: build/hoist 1GiB host)
 # Environment: ROUNDS (3); THREADS (hoist's --threads and curl's requests in flight; default:
-# what hoist chooses for the device); MODEL (a safetensors file to serve instead of a sample).
+# what hoist chooses for the device); MODEL (a safetensors file to serve instead of a sample);
+# TLS=1: HTTPS with a self-signed certificate that hoist and curl trust.
 set -euo pipefail
 hoist=${1:-build/hoist}
 size=${2:-1GiB}
@@ -21,6 +22,15 @@ if [ -n "${MODEL:-}" ]; then
 else
   "$hoist" make-sample "$work/root/m.safetensors" --format safetensors --size "$size" >/dev/null
 fi
+scheme=http
+tls=()
+if [ "${TLS:-0}" = 1 ]; then
+  scheme=https
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/key.pem" \
+    -out "$work/cert.pem" -days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null
+  tls=("$work/cert.pem" "$work/key.pem")
+  export CURL_CA_BUNDLE="$work/cert.pem"  # hoist's trust; curl's below
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$work/nginx.conf" <<CONF
 pid $work/nginx.pid;
@@ -31,20 +41,21 @@ http {
   access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
   client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
   uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$port; root $work/root; }
+  server { listen 127.0.0.1:$port $([ $scheme = https ] && echo ssl); root $work/root;
+    $([ $scheme = https ] && echo "ssl_certificate $work/cert.pem; ssl_certificate_key $work/key.pem;") }
 }
 CONF
 if [ -n "$nginx" ]; then
   "$nginx" -c "$work/nginx.conf" -p "$work" -e "$work/error.log"
   echo "server: nginx"
 else
-  python3 "$(dirname "$0")/range_server.py" "$work/root" "$port" >/dev/null &
+  python3 "$(dirname "$0")/range_server.py" "$work/root" "$port" "${tls[@]}" >/dev/null &
   echo $! >"$work/nginx.pid"
   echo "server: bench/http/range_server.py (no nginx here)"
 fi
 sleep 0.5
 cat "$work/root/m.safetensors" >/dev/null  # both read from the page cache
-HOIST="$hoist" URL="http://127.0.0.1:$port/m.safetensors" LOCAL="$work/root/m.safetensors" DEVICE="$device" \
+HOIST="$hoist" URL="$scheme://127.0.0.1:$port/m.safetensors" LOCAL="$work/root/m.safetensors" DEVICE="$device" \
   BYTES=$(stat -L -c %s "$work/root/m.safetensors") python3 - <<'PY'
 import json, os, subprocess, time
 hoist, url, device, size = os.environ["HOIST"], os.environ["URL"], os.environ["DEVICE"], int(os.environ["BYTES"])
@@ -60,7 +71,7 @@ chunk = 4 << 20
 # on one kept-alive connection (--next), to /dev/null, each writing its byte counts.
 shares = [[] for _ in range(threads)]
 for i, at in enumerate(range(0, size, chunk)):
-    shares[i % threads] += ["-s", "-r", f"{at}-{min(at + chunk, size) - 1}", "-o", "/dev/null",
+    shares[i % threads] += (["--cacert", os.environ["CURL_CA_BUNDLE"]] if url.startswith("https") else []) + ["-s", "-r", f"{at}-{min(at + chunk, size) - 1}", "-o", "/dev/null",
                             "-w", "%{size_download}\n", url, "--next"]
 def fetch():
     procs = [subprocess.Popen(["curl"] + share[:-1], stdout=subprocess.PIPE, text=True)

@@ -1,11 +1,14 @@
 """A static file server with byte ranges and ETags, for measuring hoist's HTTP source on a
 machine without nginx (the GPU machine): HEAD and GET, "Range: bytes=a-b" answered 206 with
-os.sendfile from the page cache, one thread per connection, keep-alive.
-Usage: python3 bench/http/range_server.py ROOT PORT   (prints "ready" once it listens)"""
+os.sendfile from the page cache (over TLS, reads and writes: TLS cannot send a file), one
+thread per connection, keep-alive.
+Usage: python3 bench/http/range_server.py ROOT PORT [CERT KEY]   (with CERT and KEY: HTTPS;
+prints "ready" once it listens)"""
 import email.utils
 import http.server
 import os
 import socketserver
+import ssl
 import sys
 
 
@@ -52,6 +55,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = last - first + 1
         self._headers(206 if ranged else 200, st, length, first if ranged else None)
         with open(path, "rb") as f:
+            if isinstance(self.connection, ssl.SSLSocket):
+                f.seek(first)
+                left = length
+                while left > 0:
+                    block = f.read(min(left, 1 << 20))
+                    if not block:
+                        break
+                    self.wfile.write(block)
+                    left -= len(block)
+                return
             sent = 0
             while sent < length:
                 n = os.sendfile(self.connection.fileno(), f.fileno(), first + sent, length - sent)
@@ -68,5 +81,9 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 if __name__ == "__main__":
     Handler.root = os.path.abspath(sys.argv[1])
     server = Server(("127.0.0.1", int(sys.argv[2])), Handler)
+    if len(sys.argv) > 4:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[3], sys.argv[4])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("ready", flush=True)
     server.serve_forever()
