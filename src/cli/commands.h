@@ -16,5 +16,6 @@ Runner RegisterLoad(CLI::App& app);
 Runner RegisterVerify(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
 Runner RegisterDoctor(CLI::App& app);
+Runner RegisterPack(CLI::App& app);
 
 }  // namespace hoist::cli

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   runners["make-sample"] = hoist::cli::RegisterMakeSample(app);
   runners["bench"] = hoist::cli::RegisterBench(app);
   runners["doctor"] = hoist::cli::RegisterDoctor(app);
+  runners["pack"] = hoist::cli::RegisterPack(app);
   std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
   args.erase(args.begin());
   try {

@@ -31,6 +31,9 @@ Runner RegisterMakeSample(CLI::App& app) {
                   "comma-separated dtypes for the weight matrices (F16,Q4_K,...)");
   cmd->add_option("--shards", options->spec.shards, "number of files");
   cmd->add_option("--seed", options->spec.seed, "seed of the pseudo-random weights");
+  cmd->add_flag("--normal", options->spec.normal_values,
+                "F32, F16 and BF16 weights drawn from a normal distribution (std 0.02, as an "
+                "initialised LLM's layers) instead of random bytes: what packs as real weights do");
   return [options, format]() -> int {
     // The file's extension says the format; --format may only agree with it.
     const std::string& path = options->path;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "format/gguf.h"
+#include "format/packed.h"
 #include "format/safetensors.h"
 
 namespace hoist {
@@ -18,6 +19,7 @@ bool SniffSafetensors(const unsigned char* head, size_t n) { return n >= 9 && he
 constexpr ModelFormat kFormats[] = {
     {"gguf", ".gguf", SniffGguf, true, ReadGguf},
     {"safetensors", ".safetensors", SniffSafetensors, false, ReadSafetensors},
+    {kPackedFormat, ".hoistpack", SniffPacked, true, ReadPacked},
 };
 
 }  // namespace

@@ -284,7 +284,7 @@ Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) 
 Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
                                            const std::string& path) {
   HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadAnyShape(*storage, path));
-  dir.storage = storage;
+  dir.storage = dir.decoded_view ? dir.decoded_view(storage) : storage;
   return dir;
 }
 

@@ -1,6 +1,7 @@
 #include "format/sample_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -100,6 +101,70 @@ void FillSampleBytes(uint64_t seed, size_t tensor, uint64_t offset, std::span<un
   }
 }
 
+namespace {
+
+uint16_t Fp16Of(float f) {
+  uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int exponent = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = x & 0x7fffffu;
+  if (exponent <= 0) {  // subnormal or zero in f16
+    if (exponent < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000u;
+    const int shift = 14 - exponent;
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1);
+    const uint32_t midpoint = 1u << (shift - 1);
+    if (rest > midpoint || (rest == midpoint && (half & 1u) != 0)) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  if (exponent >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // |x| >= 65520: no such
+  uint32_t half = (static_cast<uint32_t>(exponent) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;  // may carry: fine
+  return static_cast<uint16_t>(sign | half);
+}
+
+uint16_t Bf16Of(float f) {
+  uint32_t x = 0;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even (no NaN among normals)
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace
+
+bool FillSampleNormals(uint64_t seed, size_t tensor, const std::string& dtype, uint64_t offset,
+                       std::span<unsigned char> out) {
+  const int width = dtype == "F32" ? 4 : dtype == "F16" || dtype == "BF16" ? 2 : 0;
+  if (width == 0) return false;
+  const uint64_t key = SplitMix64(seed * 0x100000001B3ull + tensor) ^ 0x6e6f726d616cull;
+  size_t i = 0;
+  while (i < out.size()) {
+    const uint64_t pos = offset + i;
+    const uint64_t index = pos / static_cast<uint64_t>(width);
+    // Box-Muller over two uniforms from one 64-bit draw per value.
+    const uint64_t draw = SplitMix64(key ^ index);
+    const double u1 = (static_cast<double>(draw >> 40) + 1.0) / 16777217.0;
+    const double u2 = static_cast<double>(draw & 0xffffffu) / 16777216.0;
+    const auto value = static_cast<float>(0.02 * std::sqrt(-2.0 * std::log(u1)) *
+                                          std::cos(6.283185307179586 * u2));
+    unsigned char bytes[4];
+    if (width == 4) {
+      std::memcpy(bytes, &value, 4);
+    } else {
+      const uint16_t half = dtype == "F16" ? Fp16Of(value) : Bf16Of(value);
+      std::memcpy(bytes, &half, 2);
+    }
+    const size_t lane = pos % static_cast<uint64_t>(width);
+    const size_t n = std::min<size_t>(static_cast<size_t>(width) - lane, out.size() - i);
+    std::memcpy(out.data() + i, bytes + lane, n);
+    i += n;
+  }
+  return true;
+}
+
 Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSpec& spec) {
   if (spec.format != "gguf" && spec.format != "safetensors") {
     return Status::InvalidArgument("unknown sample format '" + spec.format + "'");
@@ -129,7 +194,10 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
     const size_t first = next;
     const std::string file = shards == 1 ? path : ShardPath(path, spec, s);
     auto fill = [&](size_t tensor, uint64_t offset, std::span<unsigned char> out) {
-      FillSampleBytes(spec.seed, first + tensor, offset, out);
+      if (!spec.normal_values || !FillSampleNormals(spec.seed, first + tensor,
+                                                    layout[first + tensor].dtype, offset, out)) {
+        FillSampleBytes(spec.seed, first + tensor, offset, out);
+      }
       return true;
     };
     Result<TensorDirectory> part = Status::Internal("unset");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -37,6 +38,9 @@ struct TensorEntry {
   uint32_t file = 0;            // index into TensorDirectory::files
   uint64_t offset = 0;          // absolute byte offset in that file
   uint64_t nbytes = 0;
+  // What the file holds for it when that differs from nbytes (a packed model's coded tensor,
+  // format/packed.h); 0: its nbytes as they are.
+  uint64_t stored_bytes = 0;
 };
 
 struct TensorDirectory {
@@ -48,6 +52,10 @@ struct TensorDirectory {
   std::vector<std::string> warnings;  // rules bent but not broken (overlaps, stray tensors)
   // Where `files` are read from (set by ReadModelDirectory); null: the local file system.
   std::shared_ptr<Storage> storage;
+  // Set by a reader whose files hold the tensors encoded (a packed model): makes, from the
+  // source the files came from, the source that `storage` becomes, which serves `files` as
+  // their decoded bytes.
+  std::function<std::shared_ptr<Storage>(std::shared_ptr<Storage>)> decoded_view;
 
   Storage& source() const { return storage ? *storage : *LocalStorage(); }
 

@@ -1,0 +1,314 @@
+#include "pack/exponent_code.h"
+
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <numeric>
+#include <thread>
+
+#include "base/checksum.h"
+#include "base/threads.h"
+
+namespace hoist {
+namespace {
+
+uint64_t ValueAt(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, static_cast<size_t>(bytes));  // little-endian hosts only (as the loader)
+  return v;
+}
+
+// Code lengths of at most kMaxCodeBits for `counts` (Huffman's, then limited as JPEG's Annex
+// K.3 limits them: a longest pair moves up, a shorter code moves down, until none is too long).
+std::array<uint8_t, 256> CodeLengths(const std::array<uint64_t, 256>& counts) {
+  std::array<uint8_t, 256> lengths{};
+  std::vector<int> present;
+  for (int s = 0; s < 256; ++s) {
+    if (counts[s] > 0) present.push_back(s);
+  }
+  if (present.empty()) return lengths;
+  if (present.size() == 1) {
+    lengths[present[0]] = 1;
+    return lengths;
+  }
+  // Huffman over the present symbols: nodes 0..n-1 leaves, then internal ones.
+  const size_t n = present.size();
+  std::vector<uint64_t> weight(2 * n);
+  std::vector<int> parent(2 * n, -1);
+  std::vector<int> order(n);
+  for (size_t i = 0; i < n; ++i) weight[i] = counts[present[i]];
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return weight[a] < weight[b]; });
+  // Two queues (sorted leaves, internal nodes in creation order) give the two lightest.
+  size_t leaf = 0;
+  size_t inner = n;
+  size_t next = n;
+  auto take = [&]() {
+    if (leaf < n && (inner >= next || weight[order[leaf]] <= weight[inner])) return order[leaf++];
+    return static_cast<int>(inner++);
+  };
+  while (next < 2 * n - 1) {
+    const int a = take();
+    const int b = take();
+    weight[next] = weight[a] + weight[b];
+    parent[a] = parent[b] = static_cast<int>(next);
+    ++next;
+  }
+  std::vector<int> depth(2 * n - 1, 0);
+  for (int i = static_cast<int>(2 * n - 3); i >= 0; --i) depth[i] = depth[parent[i]] + 1;
+  std::array<int, 64> per_length{};
+  for (size_t i = 0; i < n; ++i) ++per_length[std::min(depth[i], 63)];
+  for (int i = 63; i > kMaxCodeBits; --i) {
+    while (per_length[i] > 0) {
+      int j = i - 2;
+      while (per_length[j] == 0) --j;
+      per_length[i] -= 2;
+      per_length[i - 1] += 1;
+      per_length[j + 1] += 2;
+      per_length[j] -= 1;
+    }
+  }
+  // The shortest codes to the most frequent symbols.
+  std::vector<int> by_count(present);
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [&](int a, int b) { return counts[a] > counts[b]; });
+  size_t at = 0;
+  for (int length = 1; length <= kMaxCodeBits; ++length) {
+    for (int k = 0; k < per_length[length]; ++k) lengths[by_count[at++]] = static_cast<uint8_t>(length);
+  }
+  return lengths;
+}
+
+// Canonical codes for the lengths, bit-reversed so that a decoder reads them least significant
+// bit first. 0 for absent symbols.
+std::array<uint16_t, 256> Codes(const std::array<uint8_t, 256>& lengths) {
+  std::array<uint16_t, 256> codes{};
+  uint32_t code = 0;
+  for (int length = 1; length <= kMaxCodeBits; ++length) {
+    for (int s = 0; s < 256; ++s) {
+      if (lengths[s] != length) continue;
+      uint32_t reversed = 0;
+      for (int b = 0; b < length; ++b) reversed |= ((code >> b) & 1u) << (length - 1 - b);
+      codes[s] = static_cast<uint16_t>(reversed);
+      ++code;
+    }
+    code <<= 1;
+  }
+  return codes;
+}
+
+class BitWriter {
+ public:
+  explicit BitWriter(std::vector<uint8_t>* out) : out_(out) {}
+  void Put(uint32_t bits, int n) {
+    buffer_ |= static_cast<uint64_t>(bits) << filled_;
+    filled_ += n;
+    total_ += static_cast<uint64_t>(n);
+    while (filled_ >= 8) {
+      out_->push_back(static_cast<uint8_t>(buffer_));
+      buffer_ >>= 8;
+      filled_ -= 8;
+    }
+  }
+  // Writes the last partial byte (its high bits zero).
+  void Flush() {
+    if (filled_ > 0) out_->push_back(static_cast<uint8_t>(buffer_));
+    buffer_ = 0;
+    filled_ = 0;
+  }
+  uint64_t bits() const { return total_; }
+
+ private:
+  std::vector<uint8_t>* out_;
+  uint64_t buffer_ = 0;
+  int filled_ = 0;
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
+std::optional<FloatSplit> SplitOf(std::string_view dtype) {
+  if (dtype == "BF16") return FloatSplit{2, 7};
+  if (dtype == "F16") return FloatSplit{2, 8};
+  if (dtype == "F32") return FloatSplit{4, 23};
+  return std::nullopt;
+}
+
+uint64_t ExponentCoded::bytes() const {
+  return code_lengths.size() + group_start_bits.size() * 16 + unit_bits.size() * 2 +
+         coded.size() + rest.size();
+}
+
+namespace {
+
+// Codes group g's units into `out` (whole bytes: every group starts at a byte) and its values'
+// rest into c.rest; records its units' lengths and its checksum.
+void EncodeGroup(const uint8_t* data, uint64_t g, const std::array<uint16_t, 256>& codes,
+                 ExponentCoded& c, std::vector<uint8_t>* out) {
+  const int w = c.split.value_bytes;
+  const uint64_t low_mask = (uint64_t{1} << c.split.shift) - 1;
+  const uint64_t units = c.unit_bits.size();
+  BitWriter writer(out);
+  uint8_t* rest = c.rest.data() + g * kGroupValues * static_cast<uint64_t>(w - 1);
+  for (uint64_t u = g * kGroupUnits; u < std::min(units, (g + 1) * kGroupUnits); ++u) {
+    const uint64_t start = writer.bits();
+    const uint64_t end = std::min(c.values, (u + 1) * kUnitValues);
+    for (uint64_t i = u * kUnitValues; i < end; ++i) {
+      const uint64_t v = ValueAt(data + i * w, w);
+      const uint32_t symbol = (v >> c.split.shift) & 0xff;
+      writer.Put(codes[symbol], c.code_lengths[symbol]);
+      const uint64_t kept = (v & low_mask) | ((v >> (c.split.shift + 8)) << c.split.shift);
+      std::memcpy(rest, &kept, static_cast<size_t>(w - 1));
+      rest += w - 1;
+    }
+    c.unit_bits[u] = static_cast<uint16_t>(writer.bits() - start);
+  }
+  writer.Flush();
+  const uint64_t first = g * kGroupValues;
+  const uint64_t n = std::min<uint64_t>(kGroupValues, c.values - first);
+  c.group_checksums[g] = Xxh3(data + first * w, n * w);
+}
+
+}  // namespace
+
+ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit split,
+                              int threads) {
+  ExponentCoded c;
+  c.split = split;
+  c.values = values;
+  const int w = split.value_bytes;
+  std::array<uint64_t, 256> counts{};
+  for (uint64_t i = 0; i < values; ++i) {
+    ++counts[(ValueAt(data + i * w, w) >> split.shift) & 0xff];
+  }
+  c.code_lengths = CodeLengths(counts);
+  const std::array<uint16_t, 256> codes = Codes(c.code_lengths);
+  const uint64_t units = (values + kUnitValues - 1) / kUnitValues;
+  const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
+  c.unit_bits.resize(units);
+  c.group_start_bits.resize(groups);
+  c.group_checksums.resize(groups);
+  c.rest.resize(values * static_cast<uint64_t>(w - 1));
+  // Groups start at whole bytes, so each is coded on its own, by any thread.
+  std::vector<std::vector<uint8_t>> coded(groups);
+  std::atomic<uint64_t> next{0};
+  auto work = [&] {
+    for (uint64_t g; (g = next++) < groups;) EncodeGroup(data, g, codes, c, &coded[g]);
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads && static_cast<uint64_t>(t) < groups; ++t) {
+    Result<std::thread> helper = StartThread("an encoder thread", work);
+    if (!helper.ok()) break;  // fewer helpers: the calling thread does the rest
+    helpers.push_back(std::move(helper).value());
+  }
+  work();
+  for (std::thread& t : helpers) t.join();
+  uint64_t total = 0;
+  for (const auto& part : coded) total += part.size();
+  c.coded.reserve(total + 8);
+  for (uint64_t g = 0; g < groups; ++g) {
+    c.group_start_bits[g] = c.coded.size() * 8;
+    c.coded.insert(c.coded.end(), coded[g].begin(), coded[g].end());
+  }
+  c.coded.insert(c.coded.end(), 8, 0);
+  return c;
+}
+
+ExponentView ViewOf(const ExponentCoded& c) {
+  return {c.split, c.values, c.code_lengths, c.group_start_bits, c.group_checksums,
+          c.unit_bits, c.coded, c.rest, 0, 0};
+}
+
+Result<std::vector<uint16_t>> DecodingTable(std::span<const uint8_t> code_lengths,
+                                            const std::string& what) {
+  if (code_lengths.size() != 256) {
+    return Status(Code::kInvalidModel, what + ": the code table has " +
+                                           std::to_string(code_lengths.size()) +
+                                           " lengths, not 256");
+  }
+  std::array<uint8_t, 256> lengths{};
+  uint64_t kraft = 0;  // in units of 2^-kMaxCodeBits
+  for (int s = 0; s < 256; ++s) {
+    lengths[s] = code_lengths[s];
+    if (lengths[s] > kMaxCodeBits) {
+      return Status(Code::kInvalidModel, what + ": symbol " + std::to_string(s) + "'s code is " +
+                                             std::to_string(lengths[s]) + " bits, more than " +
+                                             std::to_string(kMaxCodeBits));
+    }
+    if (lengths[s] > 0) kraft += uint64_t{1} << (kMaxCodeBits - lengths[s]);
+  }
+  if (kraft > (uint64_t{1} << kMaxCodeBits)) {
+    return Status(Code::kInvalidModel, what + ": the code lengths are no prefix code");
+  }
+  const std::array<uint16_t, 256> codes = Codes(lengths);
+  std::vector<uint16_t> table(size_t{1} << kMaxCodeBits, 0);
+  for (int s = 0; s < 256; ++s) {
+    const int length = lengths[s];
+    if (length == 0) continue;
+    for (uint32_t high = 0; high < (1u << (kMaxCodeBits - length)); ++high) {
+      table[codes[s] | (high << length)] = static_cast<uint16_t>(s | (length << 8));
+    }
+  }
+  return table;
+}
+
+Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint64_t first,
+                    uint64_t last, uint8_t* out, const std::string& what) {
+  const int w = v.split.value_bytes;
+  const uint64_t low_mask = (uint64_t{1} << v.split.shift) - 1;
+  const uint64_t units = v.unit_bits.size();
+  auto corrupt = [&](uint64_t group, const std::string& rule) {
+    const uint64_t a = group * kGroupValues;
+    const uint64_t b = std::min(v.values, a + kGroupValues);
+    return Status(Code::kInvalidModel, what + ", block " + std::to_string(group) + " (values " +
+                                           std::to_string(a) + "-" + std::to_string(b - 1) +
+                                           "): " + rule + " (the packed file is corrupt)");
+  };
+  uint8_t* at = out;
+  for (uint64_t g = first; g < last; ++g) {
+    uint64_t bit = v.group_start_bits[g];
+    uint8_t* group_out = at;
+    const uint64_t group_values = std::min<uint64_t>(kGroupValues, v.values - g * kGroupValues);
+    const uint64_t rest_first = g * kGroupValues * static_cast<uint64_t>(w - 1);
+    if (rest_first < v.rest_base ||
+        rest_first + group_values * static_cast<uint64_t>(w - 1) > v.rest_base + v.rest.size()) {
+      return corrupt(g, "its kept bits lie outside the rest");
+    }
+    for (uint64_t u = g * kGroupUnits; u < std::min(units, (g + 1) * kGroupUnits); ++u) {
+      const uint64_t end_bit = bit + v.unit_bits[u];
+      // Every byte a unit's 64-bit loads may touch lies inside the coded part held.
+      if (bit / 8 < v.coded_base || (end_bit + 7) / 8 + 8 > v.coded_base + v.coded.size()) {
+        return corrupt(g, "its coded bits lie outside the coded stream");
+      }
+      const uint64_t end_value = std::min(v.values, (u + 1) * kUnitValues);
+      for (uint64_t i = u * kUnitValues; i < end_value; ++i) {
+        uint64_t window = 0;
+        std::memcpy(&window, v.coded.data() + (bit / 8 - v.coded_base), 8);
+        window >>= bit % 8;
+        const uint16_t entry = table[window & ((1u << kMaxCodeBits) - 1)];
+        const int length = entry >> 8;
+        if (length == 0) return corrupt(g, "a code that the table does not hold");
+        bit += static_cast<uint64_t>(length);
+        const uint64_t symbol = entry & 0xff;
+        uint64_t kept = 0;
+        const uint64_t rest_at = i * static_cast<uint64_t>(w - 1) - v.rest_base;
+        std::memcpy(&kept, v.rest.data() + rest_at, static_cast<size_t>(w - 1));
+        const uint64_t value =
+            (kept & low_mask) | (symbol << v.split.shift) | ((kept >> v.split.shift) << (v.split.shift + 8));
+        std::memcpy(at, &value, static_cast<size_t>(w));
+        at += w;
+      }
+      if (bit != end_bit) {
+        return corrupt(g, "unit " + std::to_string(u) + " decodes to " +
+                              std::to_string(bit - (end_bit - v.unit_bits[u])) +
+                              " bits, not the " + std::to_string(v.unit_bits[u]) + " recorded");
+      }
+    }
+    if (Xxh3(group_out, static_cast<size_t>(at - group_out)) != v.group_checksums[g]) {
+      return corrupt(g, "its decoded bytes do not match the recorded checksum");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace hoist
