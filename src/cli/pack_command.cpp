@@ -21,10 +21,9 @@ namespace {
 Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed_path) {
   HOIST_ASSIGN_OR_RETURN(const TensorDirectory packed, ReadModelDirectory(packed_path));
   if (packed.tensors.size() != original.tensors.size()) {
-    return Status(Code::kVerifyMismatch, packed_path + " holds " +
-                                             std::to_string(packed.tensors.size()) +
-                                             " tensors, the original " +
-                                             std::to_string(original.tensors.size()));
+    return Status(Code::kVerifyMismatch,
+                  packed_path + " holds " + std::to_string(packed.tensors.size()) +
+                      " tensors, the original " + std::to_string(original.tensors.size()));
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> decoded,
                          packed.source().Open(packed.files[0].path, {}));
@@ -35,12 +34,13 @@ Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed
     const TensorEntry& o = original.tensors[i];
     const TensorEntry& p = packed.tensors[i];
     if (o.name != p.name || o.dtype != p.dtype || o.shape != p.shape || o.nbytes != p.nbytes) {
-      return Status(Code::kVerifyMismatch,
-                    packed_path + ": tensor " + std::to_string(i) + " is " + p.name + " " +
-                        p.dtype + ", the original's " + o.name + " " + o.dtype);
+      return Status(Code::kVerifyMismatch, packed_path + ": tensor " + std::to_string(i) + " is " +
+                                               p.name + " " + p.dtype + ", the original's " +
+                                               o.name + " " + o.dtype);
     }
     if (!files[o.file]) {
-      HOIST_ASSIGN_OR_RETURN(files[o.file], original.source().Open(original.files[o.file].path, {}));
+      HOIST_ASSIGN_OR_RETURN(files[o.file],
+                             original.source().Open(original.files[o.file].path, {}));
     }
     for (uint64_t done = 0; done < o.nbytes;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(o.nbytes - done, 64u << 20));
@@ -78,8 +78,7 @@ Runner RegisterPack(CLI::App& app) {
       "is; hoist loads it as the original (docs/FORMATS.md, hoist-packed)");
   cmd->add_option("MODEL", options->model, "a model file, index, directory or first GGUF split")
       ->required();
-  cmd->add_option("-o,--output", options->out, "the packed file to write (.hoistpack)")
-      ->required();
+  cmd->add_option("-o,--output", options->out, "the packed file to write (.hoistpack)")->required();
   cmd->add_flag("--check", options->check,
                 "read the packed file back and compare every tensor with the original, byte "
                 "for byte, before saying it is done");

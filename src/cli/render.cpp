@@ -1,5 +1,6 @@
 #include "cli/render.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -43,6 +44,7 @@ std::string ValueText(const MetadataEntry& m) {
 
 std::string DirectoryToText(const TensorDirectory& dir) {
   std::ostringstream os;
+  char line_buffer[256];
   os << "format    " << dir.format;
   if (dir.version != 0) os << " v" << dir.version;
   os << "\nfiles     " << dir.files.size() << "\n";
@@ -58,17 +60,29 @@ std::string DirectoryToText(const TensorDirectory& dir) {
   if (!dir.tensors.empty()) {
     size_t name_width = 4;
     for (const TensorEntry& t : dir.tensors) name_width = std::max(name_width, t.name.size());
+    // A packed model's tensors also show what the file holds for them and its share.
+    const bool packed = std::any_of(dir.tensors.begin(), dir.tensors.end(),
+                                    [](const TensorEntry& t) { return t.stored_bytes != 0; });
     char line[512];
-    std::snprintf(line, sizeof line, "  %-*s  %-8s  %-24s  %4s  %14s  %14s\n",
-                  static_cast<int>(name_width), "name", "dtype", "shape", "file", "offset",
-                  "bytes");
+    std::snprintf(line, sizeof line, "  %-*s  %-8s  %-24s  %4s  %14s  %14s%s\n",
+                  static_cast<int>(name_width), "name", "dtype", "shape", "file", "offset", "bytes",
+                  packed ? "          stored   ratio" : "");
     os << line;
     for (const TensorEntry& t : dir.tensors) {
       os << "  " << t.name << std::string(name_width - t.name.size(), ' ');
-      std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu\n", t.dtype.c_str(),
+      std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu", t.dtype.c_str(),
                     ShapeText(t.shape).c_str(), t.file, static_cast<unsigned long long>(t.offset),
                     static_cast<unsigned long long>(t.nbytes));
       os << line;
+      if (packed) {
+        std::snprintf(
+            line, sizeof line, "  %14llu  %5.1f%%", static_cast<unsigned long long>(t.stored_bytes),
+            t.nbytes > 0
+                ? 100.0 * static_cast<double>(t.stored_bytes) / static_cast<double>(t.nbytes)
+                : 100.0);
+        os << line;
+      }
+      os << "\n";
     }
   }
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;
@@ -82,6 +96,14 @@ std::string DirectoryToText(const TensorDirectory& dir) {
     os << "  " << dtype << ": " << cb.first << " tensors, " << FormatBytes(cb.second) << "\n";
   }
   os << "total     " << FormatBytes(dir.total_bytes()) << " (" << dir.total_bytes() << " bytes)\n";
+  uint64_t stored = 0;
+  for (const TensorEntry& t : dir.tensors) stored += t.stored_bytes;
+  if (stored > 0 && dir.total_bytes() > 0) {
+    std::snprintf(line_buffer, sizeof line_buffer, "stored    %s (%.1f%% of the tensors' bytes)\n",
+                  FormatBytes(stored).c_str(),
+                  100.0 * static_cast<double>(stored) / static_cast<double>(dir.total_bytes()));
+    os << line_buffer;
+  }
   for (const std::string& w : dir.warnings) os << "warning: " << w << "\n";
   return os.str();
 }

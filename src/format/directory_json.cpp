@@ -21,6 +21,7 @@ nlohmann::ordered_json DirectoryToJson(const TensorDirectory& dir) {
     out["metadata"][m.key] = std::move(entry);
   }
   out["tensors"] = nlohmann::ordered_json::array();
+  uint64_t stored = 0;  // a packed model's: what its file holds for the tensors
   for (const TensorEntry& t : dir.tensors) {
     out["tensors"].push_back({{"name", t.name},
                               {"dtype", t.dtype},
@@ -28,8 +29,11 @@ nlohmann::ordered_json DirectoryToJson(const TensorDirectory& dir) {
                               {"file", t.file},
                               {"offset", t.offset},
                               {"nbytes", t.nbytes}});
+    if (t.stored_bytes != 0) out["tensors"].back()["stored_bytes"] = t.stored_bytes;
+    stored += t.stored_bytes;
   }
   out["total_bytes"] = dir.total_bytes();
+  if (stored != 0) out["stored_bytes"] = stored;
   if (!dir.warnings.empty()) out["warnings"] = dir.warnings;
   return out;
 }

@@ -78,11 +78,11 @@ class DecodedFile final : public File {
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
     if (n == 0 || offset >= size()) return RawRead{0, false};
     const auto& tensors = layout_->tensors;
-    auto after = std::upper_bound(
-        tensors.begin(), tensors.end(), offset,
-        [](uint64_t at, const PackedTensor& t) { return at < t.virtual_offset; });
-    if (after == tensors.begin() || offset >= std::prev(after)->virtual_offset +
-                                                  std::prev(after)->nbytes) {
+    auto after =
+        std::upper_bound(tensors.begin(), tensors.end(), offset,
+                         [](uint64_t at, const PackedTensor& t) { return at < t.virtual_offset; });
+    if (after == tensors.begin() ||
+        offset >= std::prev(after)->virtual_offset + std::prev(after)->nbytes) {
       // A gap: zeros up to the next tensor.
       const uint64_t next = after == tensors.end() ? size() : after->virtual_offset;
       const size_t zeros = static_cast<size_t>(std::min<uint64_t>(n, next - offset));
@@ -122,7 +122,8 @@ class DecodedFile final : public File {
     thread_local std::vector<uint8_t> decoded;
     coded.resize(coded_to - coded_from);
     rest.resize(rest_to - rest_from);
-    HOIST_RETURN_IF_ERROR(packed_->ReadExact(t.coded_begin + coded_from, coded.data(), coded.size()));
+    HOIST_RETURN_IF_ERROR(
+        packed_->ReadExact(t.coded_begin + coded_from, coded.data(), coded.size()));
     HOIST_RETURN_IF_ERROR(packed_->ReadExact(t.rest_begin + rest_from, rest.data(), rest.size()));
     ExponentView view;
     view.split = t.split;
@@ -169,8 +170,7 @@ class DecodingStorage final : public Storage {
     return c;
   }
   SourceCounters counters() const override { return inner_->counters(); }
-  Result<std::unique_ptr<File>> Open(const std::string& name,
-                                     const OpenOptions& options) override {
+  Result<std::unique_ptr<File>> Open(const std::string& name, const OpenOptions& options) override {
     if (name != layout_->path) return inner_->Open(name, options);
     OpenOptions buffered = options;
     buffered.direct = false;
@@ -248,8 +248,7 @@ Status Bad(const std::string& path, uint64_t offset, const std::string& rule) {
 Result<std::pair<uint64_t, uint64_t>> Section(const nlohmann::json& j, const std::string& what,
                                               uint64_t data_end, uint64_t expected,
                                               const std::string& path, uint64_t header_at) {
-  if (!j.is_array() || j.size() != 2 || !j[0].is_number_unsigned() ||
-      !j[1].is_number_unsigned()) {
+  if (!j.is_array() || j.size() != 2 || !j[0].is_number_unsigned() || !j[1].is_number_unsigned()) {
     return Bad(path, header_at, what + " is not a [begin, end) pair of byte offsets");
   }
   const uint64_t begin = j[0].get<uint64_t>();
@@ -300,7 +299,8 @@ Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& ou
       HOIST_ASSIGN_OR_RETURN(files[t.file], dir.source().Open(dir.files[t.file].path, {}));
     }
     bytes.resize(t.nbytes);
-    if (t.nbytes > 0) HOIST_RETURN_IF_ERROR(files[t.file]->ReadExact(t.offset, bytes.data(), t.nbytes));
+    if (t.nbytes > 0)
+      HOIST_RETURN_IF_ERROR(files[t.file]->ReadExact(t.offset, bytes.data(), t.nbytes));
     nlohmann::ordered_json entry{{"name", t.name},
                                  {"dtype", t.dtype},
                                  {"shape", t.shape},
@@ -406,7 +406,8 @@ Result<TensorDirectory> ReadPacked(File& file) {
     t.name = j["name"].get<std::string>();
     t.dtype = j["dtype"].get<std::string>();
     for (const auto& d : j["shape"]) {
-      if (!d.is_number_unsigned()) return Bad(path, header_at, t.name + ": a dimension is no count");
+      if (!d.is_number_unsigned())
+        return Bad(path, header_at, t.name + ": a dimension is no count");
       t.shape.push_back(d.get<uint64_t>());
     }
     t.nbytes = j["nbytes"].get<uint64_t>();
@@ -417,24 +418,25 @@ Result<TensorDirectory> ReadPacked(File& file) {
     p.nbytes = t.nbytes;
     const std::string stored = j.value("stored", "");
     if (stored == "raw") {
-      HOIST_ASSIGN_OR_RETURN(auto data,
-                             Section(j.value("data", nlohmann::json()), t.name + "'s data",
-                                     header_at, t.nbytes, path, header_at));
+      HOIST_ASSIGN_OR_RETURN(
+          auto data, Section(j.value("data", nlohmann::json()), t.name + "'s data", header_at,
+                             t.nbytes, path, header_at));
       p.data = data.first;
     } else if (stored == "exponent-huffman") {
       const std::optional<FloatSplit> split = SplitOf(t.dtype);
       if (!split || j.value("value_bytes", 0) != split->value_bytes ||
           j.value("shift", -1) != split->shift) {
-        return Bad(path, header_at, t.name + ": a coded " + t.dtype +
-                                        " tensor's value_bytes and shift are not its dtype's");
+        return Bad(path, header_at,
+                   t.name + ": a coded " + t.dtype +
+                       " tensor's value_bytes and shift are not its dtype's");
       }
       p.coded = true;
       p.split = *split;
       p.values = j.value("values", uint64_t{0});
       if (p.values == 0 || p.values * static_cast<uint64_t>(split->value_bytes) != t.nbytes) {
-        return Bad(path, header_at, t.name + ": " + std::to_string(p.values) +
-                                        " values are not its " + std::to_string(t.nbytes) +
-                                        " bytes");
+        return Bad(path, header_at,
+                   t.name + ": " + std::to_string(p.values) + " values are not its " +
+                       std::to_string(t.nbytes) + " bytes");
       }
       const uint64_t units = (p.values + kUnitValues - 1) / kUnitValues;
       const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
@@ -472,8 +474,8 @@ Result<TensorDirectory> ReadPacked(File& file) {
       p.rest_begin = rest.first;
       p.rest_end = rest.second;
     } else {
-      return Bad(path, header_at, t.name + ": stored as \"" + stored +
-                                      "\", not \"raw\" or \"exponent-huffman\"");
+      return Bad(path, header_at,
+                 t.name + ": stored as \"" + stored + "\", not \"raw\" or \"exponent-huffman\"");
     }
     t.stored_bytes = p.coded ? (p.coded_end - p.coded_begin) + (p.rest_end - p.rest_begin) +
                                    p.unit_bits.size() * 2 + p.group_start_bits.size() * 16 + 256

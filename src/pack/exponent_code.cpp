@@ -1,8 +1,8 @@
 #include "pack/exponent_code.h"
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -74,7 +74,8 @@ std::array<uint8_t, 256> CodeLengths(const std::array<uint64_t, 256>& counts) {
                    [&](int a, int b) { return counts[a] > counts[b]; });
   size_t at = 0;
   for (int length = 1; length <= kMaxCodeBits; ++length) {
-    for (int k = 0; k < per_length[length]; ++k) lengths[by_count[at++]] = static_cast<uint8_t>(length);
+    for (int k = 0; k < per_length[length]; ++k)
+      lengths[by_count[at++]] = static_cast<uint8_t>(length);
   }
   return lengths;
 }
@@ -135,8 +136,8 @@ std::optional<FloatSplit> SplitOf(std::string_view dtype) {
 }
 
 uint64_t ExponentCoded::bytes() const {
-  return code_lengths.size() + group_start_bits.size() * 16 + unit_bits.size() * 2 +
-         coded.size() + rest.size();
+  return code_lengths.size() + group_start_bits.size() * 16 + unit_bits.size() * 2 + coded.size() +
+         rest.size();
 }
 
 namespace {
@@ -171,8 +172,7 @@ void EncodeGroup(const uint8_t* data, uint64_t g, const std::array<uint16_t, 256
 
 }  // namespace
 
-ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit split,
-                              int threads) {
+ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit split, int threads) {
   ExponentCoded c;
   c.split = split;
   c.values = values;
@@ -215,16 +215,24 @@ ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit s
 }
 
 ExponentView ViewOf(const ExponentCoded& c) {
-  return {c.split, c.values, c.code_lengths, c.group_start_bits, c.group_checksums,
-          c.unit_bits, c.coded, c.rest, 0, 0};
+  return {c.split,
+          c.values,
+          c.code_lengths,
+          c.group_start_bits,
+          c.group_checksums,
+          c.unit_bits,
+          c.coded,
+          c.rest,
+          0,
+          0};
 }
 
 Result<std::vector<uint16_t>> DecodingTable(std::span<const uint8_t> code_lengths,
                                             const std::string& what) {
   if (code_lengths.size() != 256) {
-    return Status(Code::kInvalidModel, what + ": the code table has " +
-                                           std::to_string(code_lengths.size()) +
-                                           " lengths, not 256");
+    return Status(
+        Code::kInvalidModel,
+        what + ": the code table has " + std::to_string(code_lengths.size()) + " lengths, not 256");
   }
   std::array<uint8_t, 256> lengths{};
   uint64_t kraft = 0;  // in units of 2^-kMaxCodeBits
@@ -293,15 +301,15 @@ Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint
         uint64_t kept = 0;
         const uint64_t rest_at = i * static_cast<uint64_t>(w - 1) - v.rest_base;
         std::memcpy(&kept, v.rest.data() + rest_at, static_cast<size_t>(w - 1));
-        const uint64_t value =
-            (kept & low_mask) | (symbol << v.split.shift) | ((kept >> v.split.shift) << (v.split.shift + 8));
+        const uint64_t value = (kept & low_mask) | (symbol << v.split.shift) |
+                               ((kept >> v.split.shift) << (v.split.shift + 8));
         std::memcpy(at, &value, static_cast<size_t>(w));
         at += w;
       }
       if (bit != end_bit) {
         return corrupt(g, "unit " + std::to_string(u) + " decodes to " +
-                              std::to_string(bit - (end_bit - v.unit_bits[u])) +
-                              " bits, not the " + std::to_string(v.unit_bits[u]) + " recorded");
+                              std::to_string(bit - (end_bit - v.unit_bits[u])) + " bits, not the " +
+                              std::to_string(v.unit_bits[u]) + " recorded");
       }
     }
     if (Xxh3(group_out, static_cast<size_t>(at - group_out)) != v.group_checksums[g]) {

@@ -1,0 +1,207 @@
+// Packed models (format/packed.h): every shape of model packs, and loads on every kind of
+// device as the original, byte for byte; a packed file's corruption is an error naming the
+// tensor and the block (exit 2), never wrong bytes; a broken container names the rule broken.
+#include "format/packed.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "format/model.h"
+#include "format/sample_model.h"
+#include "pack/exponent_code.h"
+#include "pipeline/load_checks.h"
+#include "test_util.h"
+
+namespace hoist {
+namespace {
+
+using testing::Device;
+using testing::FileBytes;
+using testing::LoadedBytes;
+using testing::ReadBytes;
+using testing::RunHoist;
+using testing::WriteBytes;
+
+class PackedTest : public ::testing::Test {
+ protected:
+  TensorDirectory Sample(const std::string& name, SampleSpec spec) {
+    auto written = WriteSampleModel(tmp_.File(name), spec);
+    EXPECT_TRUE(written.ok()) << written.status().ToString();
+    auto opened = ReadModelDirectory(
+        spec.format == "gguf" && spec.shards > 1 ? written->files[0].path : tmp_.File(name));
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return std::move(opened).value();
+  }
+
+  // The packed file's JSON header.
+  static nlohmann::json Header(const std::string& path) {
+    const std::vector<unsigned char> bytes = ReadBytes(path);
+    uint64_t at = 0;
+    uint64_t length = 0;
+    std::memcpy(&at, bytes.data() + 8, 8);
+    std::memcpy(&length, bytes.data() + 16, 8);
+    return nlohmann::json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                                 bytes.begin() + static_cast<std::ptrdiff_t>(at + length));
+  }
+
+  testing::TempDir tmp_;
+};
+
+TEST_F(PackedTest, EveryShapeOfModelLoadsAsTheOriginalOnEveryDevice) {
+  struct Case {
+    std::string name;
+    std::string format;
+    std::vector<std::string> dtypes;
+    int shards;
+  };
+  for (const Case& c : {Case{"a.safetensors", "safetensors", {"BF16", "F16", "F32"}, 1},
+                        Case{"b.gguf", "gguf", {"F16", "Q8_0", "Q4_K", "F32"}, 1},
+                        Case{"c/model.safetensors.index.json", "safetensors", {"BF16"}, 3},
+                        Case{"d/m-00001-of-00002.gguf", "gguf", {"F16"}, 2}}) {
+    SCOPED_TRACE(c.name);
+    SampleSpec spec;
+    spec.format = c.format;
+    spec.dtypes = c.dtypes;
+    spec.shards = c.shards;
+    spec.target_bytes = 6 << 20;
+    spec.normal_values = true;
+    const TensorDirectory original = Sample(c.name, spec);
+    const std::string out = tmp_.File(c.name.substr(0, 1) + ".hoistpack");
+    auto report = WritePacked(original, out, 3);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_LT(report->stored, report->bytes);  // normal floats shrink
+    size_t coded = 0;
+    for (const PackReport::Tensor& t : report->tensors) coded += t.coded ? 1 : 0;
+    EXPECT_GT(coded, 0u);
+
+    auto packed = ReadModelDirectory(out);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    EXPECT_EQ(packed->format, kPackedFormat);
+    ASSERT_EQ(packed->tensors.size(), original.tensors.size());
+    EXPECT_EQ(packed->metadata.size(), original.metadata.size());
+    for (const char* device : {"host", "sim"}) {
+      SCOPED_TRACE(device);
+      LoadOptions options;
+      options.threads = 3;
+      options.chunk_bytes = 1 << 20;
+      options.checksum = true;
+      auto model = Load(*packed, Device(device), options);
+      ASSERT_TRUE(model.ok()) << model.status().ToString();
+      for (size_t i = 0; i < original.tensors.size(); ++i) {
+        const TensorEntry& o = original.tensors[i];
+        ASSERT_EQ(packed->tensors[i].name, o.name);
+        ASSERT_EQ(packed->tensors[i].dtype, o.dtype);
+        ASSERT_EQ(packed->tensors[i].shape, o.shape);
+        ASSERT_TRUE(LoadedBytes(**model, i, o.nbytes) == FileBytes(original, o)) << o.name;
+      }
+    }
+  }
+}
+
+TEST_F(PackedTest, ACorruptedBlockIsAnErrorNamingTheTensorAndTheBlock) {
+  SampleSpec spec{"safetensors", 4 << 20};
+  spec.dtypes = {"BF16"};
+  spec.normal_values = true;
+  const TensorDirectory original = Sample("m.safetensors", spec);
+  const std::string out = tmp_.File("m.hoistpack");
+  ASSERT_TRUE(WritePacked(original, out, 1).ok());
+  const nlohmann::json header = Header(out);
+  std::string name;
+  uint64_t rest_at = 0;
+  for (const auto& t : header["tensors"]) {
+    if (t["stored"] == "exponent-huffman" && t["values"].get<uint64_t>() > 2 * kGroupValues) {
+      name = t["name"];
+      rest_at = t["sections"]["rest"][0].get<uint64_t>() + kGroupValues + 5;  // in block 1
+      break;
+    }
+  }
+  ASSERT_FALSE(name.empty());
+  std::vector<unsigned char> bytes = ReadBytes(out);
+  bytes[rest_at] ^= 0x20;
+  WriteBytes(out, bytes);
+  const auto r = RunHoist({"load", out, "--device", "host"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(out + ": tensor " + name +
+                       ", block 1 (values 32768-65535): its decoded "
+                       "bytes do not match the recorded checksum (the packed file is "
+                       "corrupt)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(PackedTest, ABrokenContainerNamesTheFileTheByteAndTheRule) {
+  SampleSpec spec{"safetensors", 1 << 20};
+  spec.normal_values = true;
+  const TensorDirectory original = Sample("m.safetensors", spec);
+  const std::string out = tmp_.File("m.hoistpack");
+  ASSERT_TRUE(WritePacked(original, out, 1).ok());
+  const std::vector<unsigned char> good = ReadBytes(out);
+  struct Case {
+    std::string what;
+    std::vector<unsigned char> bytes;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"truncated",
+                   {good.begin(), good.begin() + 20},
+                   "x.hoistpack: a packed file starts with 24 bytes: magic, header offset and "
+                   "length at byte 0"});
+  std::vector<unsigned char> far = good;
+  far[15] = 0x7f;  // the header's offset past the file
+  cases.push_back({"header outside", far, "bytes or is larger than 512 MiB at byte 8"});
+  nlohmann::json header = Header(out);
+  for (auto& t : header["tensors"]) {
+    if (t["stored"] == "raw") {
+      t["data"] = {16, 100};  // inside the prologue
+      break;
+    }
+  }
+  std::string text = header.dump();
+  std::vector<unsigned char> moved(good.begin(), good.end());
+  uint64_t at = 0;
+  std::memcpy(&at, good.data() + 8, 8);
+  moved.resize(at);
+  moved.insert(moved.end(), text.begin(), text.end());
+  const uint64_t length = text.size();
+  std::memcpy(moved.data() + 16, &length, 8);
+  cases.push_back({"section", moved, "lies outside the file's data (bytes 24 to"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    WriteBytes(tmp_.File("x.hoistpack"), c.bytes);
+    const auto r = RunHoist({"inspect", tmp_.File("x.hoistpack")});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(PackedTest, TheCliPacksChecksInspectsAndVerifies) {
+  SampleSpec spec{"safetensors", 2 << 20};
+  spec.dtypes = {"BF16"};
+  spec.normal_values = true;
+  Sample("m.safetensors", spec);
+  const std::string out = tmp_.File("m.hoistpack");
+  auto r = RunHoist({"pack", tmp_.File("m.safetensors"), "-o", out, "--check"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("coded"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("check: every tensor of " + out + " decodes to "), std::string::npos);
+  EXPECT_FALSE(std::ifstream(out + ".partial").good());
+  r = RunHoist({"inspect", out, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json inspected = nlohmann::json::parse(r.out);
+  EXPECT_EQ(inspected["format"], kPackedFormat);
+  EXPECT_LT(inspected["stored_bytes"].get<uint64_t>(), inspected["total_bytes"].get<uint64_t>());
+  r = RunHoist({"verify", out, "--device", "sim"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunHoist({"pack", out, "-o", tmp_.File("again.hoistpack")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + out + " is packed already\n");
+}
+
+}  // namespace
+}  // namespace hoist
