@@ -123,7 +123,7 @@ for stage in "${stages[@]}"; do
         -DHOIST_BUILD_TESTS=OFF -DHOIST_BUILD_BENCH=OFF -DHOIST_BUILD_FUZZERS=ON >/dev/null
       cmake --build build-fuzz -j "$jobs"
       seconds=${HOIST_FUZZ_SECONDS:-30}
-      for target in gguf safetensors index options; do
+      for target in gguf safetensors index options packed exponent_code; do
         seeds=$(mktemp -d)
         case $target in
           gguf) cp tests/corpus/gguf/dummy-10-tensors.gguf tests/corpus/gguf/llama-2-tiny-random.gguf "$seeds"/ ;;
@@ -131,6 +131,17 @@ for stage in "${stages[@]}"; do
           index) printf '{"metadata":{"total_size":8},"weight_map":{"a":"x.safetensors"}}' >"$seeds"/index.json ;;
           options) printf '\001--chunk\0003.3\000--staging\000nan\000--threads\0008' >"$seeds"/cli
                    head -c 96 /dev/urandom >"$seeds"/c_api ;;
+          # A packed tensor of 16 Ki normal bf16 values (one coded tensor, one stored as it is).
+          packed) "$python" -c "
+import json, random, struct, sys
+random.seed(1)
+w = b''.join(struct.pack('<f', random.gauss(0, 0.02))[2:] for _ in range(16384))
+h = json.dumps({'w': {'dtype': 'BF16', 'shape': [16384], 'data_offsets': [0, 32768]},
+                'b': {'dtype': 'F32', 'shape': [4], 'data_offsets': [32768, 32784]}}).encode()
+sys.stdout.buffer.write(struct.pack('<Q', len(h)) + h + w + bytes(16))" >"$seeds"/m.safetensors
+                  build-fuzz/hoist pack "$seeds"/m.safetensors -o "$seeds"/m.hoistpack >/dev/null
+                  rm "$seeds"/m.safetensors ;;
+          exponent_code) head -c 4096 /dev/urandom >"$seeds"/values ;;
         esac
         echo "fuzzing ${target} for ${seconds}s"
         if ! build-fuzz/fuzz/${target}_fuzzer -max_total_time="$seconds" -max_len=65536 \

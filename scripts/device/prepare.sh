@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 bash scripts/device/build.sh
 mkdir -p .device/include
 mkdir -p .device/bench
-cp build-device/hoist build-device/bench/hoist_ceilings build-device/bench/hoist_stream_probe .device/
+cp build-device/hoist build-device/bench/hoist_ceilings build-device/bench/hoist_stream_probe \
+  build-device/bench/hoist_decode_bench .device/
 cp build-device/bench/hoist_ceilings .device/bench/  # where bench/gpu/engine.sh looks
 cp -r /usr/include/nlohmann /usr/include/CLI /usr/include/xxhash.h .device/include/
 du -sh .device

@@ -20,7 +20,7 @@ constexpr uint64_t kPrologueBytes = 24;  // magic, the header's offset, its leng
 constexpr uint64_t kAlign = 64;
 constexpr uint64_t kMaxHeaderBytes = uint64_t{512} << 20;
 // Smaller tensors are stored as they are: their table and index would cost what they save.
-constexpr uint64_t kMinCodedBytes = 64 << 10;
+constexpr uint64_t kMinCodedBytes = 16 << 10;
 // A coded form kept only when it saves at least this share of the bytes.
 constexpr double kMaxCodedRatio = 0.95;
 

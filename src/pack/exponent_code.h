@@ -16,13 +16,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "pack/exponent_layout.h"
 
 namespace hoist {
-
-inline constexpr uint32_t kUnitValues = 512;
-inline constexpr uint32_t kGroupUnits = 64;
-inline constexpr uint32_t kGroupValues = kUnitValues * kGroupUnits;
-inline constexpr int kMaxCodeBits = 12;  // a 4096-entry decoding table
 
 // Where a dtype's exponent lies: each value is value_bytes little-endian bytes; bits
 // [shift, shift + 8) are the coded symbol, the bits below and above it (value_bytes - 1 bytes
