@@ -12,9 +12,12 @@
 namespace hoist {
 namespace {
 
-uint64_t ValueAt(const uint8_t* p, int bytes) {
+// Value i of width W (little-endian hosts only, as the loader). W is a template argument so
+// that every copy is a load of a known size, not a call.
+template <int W>
+uint64_t ValueAt(const uint8_t* data, uint64_t i) {
   uint64_t v = 0;
-  std::memcpy(&v, p, static_cast<size_t>(bytes));  // little-endian hosts only (as the loader)
+  std::memcpy(&v, data + i * W, W);
   return v;
 }
 
@@ -144,30 +147,38 @@ namespace {
 
 // Codes group g's units into `out` (whole bytes: every group starts at a byte) and its values'
 // rest into c.rest; records its units' lengths and its checksum.
+template <int W>
 void EncodeGroup(const uint8_t* data, uint64_t g, const std::array<uint16_t, 256>& codes,
                  ExponentCoded& c, std::vector<uint8_t>* out) {
-  const int w = c.split.value_bytes;
-  const uint64_t low_mask = (uint64_t{1} << c.split.shift) - 1;
+  const int shift = c.split.shift;
+  const uint64_t low_mask = (uint64_t{1} << shift) - 1;
   const uint64_t units = c.unit_bits.size();
   BitWriter writer(out);
-  uint8_t* rest = c.rest.data() + g * kGroupValues * static_cast<uint64_t>(w - 1);
+  uint8_t* rest = c.rest.data() + g * kGroupValues * static_cast<uint64_t>(W - 1);
   for (uint64_t u = g * kGroupUnits; u < std::min(units, (g + 1) * kGroupUnits); ++u) {
     const uint64_t start = writer.bits();
     const uint64_t end = std::min(c.values, (u + 1) * kUnitValues);
     for (uint64_t i = u * kUnitValues; i < end; ++i) {
-      const uint64_t v = ValueAt(data + i * w, w);
-      const uint32_t symbol = (v >> c.split.shift) & 0xff;
+      const uint64_t v = ValueAt<W>(data, i);
+      const uint32_t symbol = (v >> shift) & 0xff;
       writer.Put(codes[symbol], c.code_lengths[symbol]);
-      const uint64_t kept = (v & low_mask) | ((v >> (c.split.shift + 8)) << c.split.shift);
-      std::memcpy(rest, &kept, static_cast<size_t>(w - 1));
-      rest += w - 1;
+      const uint64_t kept = (v & low_mask) | ((v >> (shift + 8)) << shift);
+      std::memcpy(rest, &kept, W - 1);
+      rest += W - 1;
     }
     c.unit_bits[u] = static_cast<uint16_t>(writer.bits() - start);
   }
   writer.Flush();
   const uint64_t first = g * kGroupValues;
   const uint64_t n = std::min<uint64_t>(kGroupValues, c.values - first);
-  c.group_checksums[g] = Xxh3(data + first * w, n * w);
+  c.group_checksums[g] = Xxh3(data + first * W, n * W);
+}
+
+template <int W>
+std::array<uint64_t, 256> SymbolCounts(const uint8_t* data, uint64_t values, int shift) {
+  std::array<uint64_t, 256> counts{};
+  for (uint64_t i = 0; i < values; ++i) ++counts[(ValueAt<W>(data, i) >> shift) & 0xff];
+  return counts;
 }
 
 }  // namespace
@@ -177,11 +188,9 @@ ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit s
   c.split = split;
   c.values = values;
   const int w = split.value_bytes;
-  std::array<uint64_t, 256> counts{};
-  for (uint64_t i = 0; i < values; ++i) {
-    ++counts[(ValueAt(data + i * w, w) >> split.shift) & 0xff];
-  }
-  c.code_lengths = CodeLengths(counts);
+  const bool wide = w == 4;
+  c.code_lengths = CodeLengths(wide ? SymbolCounts<4>(data, values, split.shift)
+                                    : SymbolCounts<2>(data, values, split.shift));
   const std::array<uint16_t, 256> codes = Codes(c.code_lengths);
   const uint64_t units = (values + kUnitValues - 1) / kUnitValues;
   const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
@@ -193,7 +202,13 @@ ExponentCoded EncodeExponents(const uint8_t* data, uint64_t values, FloatSplit s
   std::vector<std::vector<uint8_t>> coded(groups);
   std::atomic<uint64_t> next{0};
   auto work = [&] {
-    for (uint64_t g; (g = next++) < groups;) EncodeGroup(data, g, codes, c, &coded[g]);
+    for (uint64_t g; (g = next++) < groups;) {
+      if (wide) {
+        EncodeGroup<4>(data, g, codes, c, &coded[g]);
+      } else {
+        EncodeGroup<2>(data, g, codes, c, &coded[g]);
+      }
+    }
   };
   std::vector<std::thread> helpers;
   for (int t = 1; t < threads && static_cast<uint64_t>(t) < groups; ++t) {
@@ -260,10 +275,15 @@ Result<std::vector<uint16_t>> DecodingTable(std::span<const uint8_t> code_length
   return table;
 }
 
-Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint64_t first,
-                    uint64_t last, uint8_t* out, const std::string& what) {
-  const int w = v.split.value_bytes;
-  const uint64_t low_mask = (uint64_t{1} << v.split.shift) - 1;
+namespace {
+
+constexpr int kLanes = 8;
+
+template <int W>
+Status DecodeGroupsOf(const ExponentView& v, std::span<const uint16_t> table, uint64_t first,
+                      uint64_t last, uint8_t* out, const std::string& what) {
+  const int shift = v.split.shift;
+  const uint64_t low_mask = (uint64_t{1} << shift) - 1;
   const uint64_t units = v.unit_bits.size();
   auto corrupt = [&](uint64_t group, const std::string& rule) {
     const uint64_t a = group * kGroupValues;
@@ -272,44 +292,71 @@ Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint
                                            std::to_string(a) + "-" + std::to_string(b - 1) +
                                            "): " + rule + " (the packed file is corrupt)");
   };
+  uint8_t symbols[kLanes][kUnitValues];
   uint8_t* at = out;
+  const uint8_t* coded = v.coded.data() - v.coded_base;
   for (uint64_t g = first; g < last; ++g) {
-    uint64_t bit = v.group_start_bits[g];
     uint8_t* group_out = at;
     const uint64_t group_values = std::min<uint64_t>(kGroupValues, v.values - g * kGroupValues);
-    const uint64_t rest_first = g * kGroupValues * static_cast<uint64_t>(w - 1);
+    const uint64_t rest_first = g * kGroupValues * static_cast<uint64_t>(W - 1);
     if (rest_first < v.rest_base ||
-        rest_first + group_values * static_cast<uint64_t>(w - 1) > v.rest_base + v.rest.size()) {
+        rest_first + group_values * static_cast<uint64_t>(W - 1) > v.rest_base + v.rest.size()) {
       return corrupt(g, "its kept bits lie outside the rest");
     }
-    for (uint64_t u = g * kGroupUnits; u < std::min(units, (g + 1) * kGroupUnits); ++u) {
-      const uint64_t end_bit = bit + v.unit_bits[u];
-      // Every byte a unit's 64-bit loads may touch lies inside the coded part held.
-      if (bit / 8 < v.coded_base || (end_bit + 7) / 8 + 8 > v.coded_base + v.coded.size()) {
-        return corrupt(g, "its coded bits lie outside the coded stream");
+    const uint64_t first_unit = g * kGroupUnits;
+    const uint64_t end_unit = std::min(units, first_unit + kGroupUnits);
+    uint64_t next_bit = v.group_start_bits[g];
+    // kLanes units at a time, their codes read in turn: the chains of dependent loads of
+    // different units overlap (one unit alone waits on each load before the next).
+    for (uint64_t u0 = first_unit; u0 < end_unit; u0 += kLanes) {
+      const int lanes = static_cast<int>(std::min<uint64_t>(kLanes, end_unit - u0));
+      uint64_t bit[kLanes] = {};
+      uint64_t end_bit[kLanes] = {};
+      uint32_t n[kLanes] = {};
+      uint32_t longest = 0;
+      for (int k = 0; k < lanes; ++k) {
+        bit[k] = next_bit;
+        end_bit[k] = next_bit + v.unit_bits[u0 + k];
+        next_bit = end_bit[k];
+        // Every byte a unit's 64-bit loads may touch lies inside the coded part held.
+        if (bit[k] / 8 < v.coded_base || (end_bit[k] + 7) / 8 + 8 > v.coded_base + v.coded.size()) {
+          return corrupt(g, "its coded bits lie outside the coded stream");
+        }
+        const uint64_t first_value = (u0 + k) * kUnitValues;
+        n[k] = static_cast<uint32_t>(std::min(v.values, first_value + kUnitValues) - first_value);
+        longest = std::max(longest, n[k]);
       }
-      const uint64_t end_value = std::min(v.values, (u + 1) * kUnitValues);
-      for (uint64_t i = u * kUnitValues; i < end_value; ++i) {
-        uint64_t window = 0;
-        std::memcpy(&window, v.coded.data() + (bit / 8 - v.coded_base), 8);
-        window >>= bit % 8;
-        const uint16_t entry = table[window & ((1u << kMaxCodeBits) - 1)];
-        const int length = entry >> 8;
-        if (length == 0) return corrupt(g, "a code that the table does not hold");
-        bit += static_cast<uint64_t>(length);
-        const uint64_t symbol = entry & 0xff;
-        uint64_t kept = 0;
-        const uint64_t rest_at = i * static_cast<uint64_t>(w - 1) - v.rest_base;
-        std::memcpy(&kept, v.rest.data() + rest_at, static_cast<size_t>(w - 1));
-        const uint64_t value = (kept & low_mask) | (symbol << v.split.shift) |
-                               ((kept >> v.split.shift) << (v.split.shift + 8));
-        std::memcpy(at, &value, static_cast<size_t>(w));
-        at += w;
+      uint32_t missing = 0;
+      for (uint32_t i = 0; i < longest; ++i) {
+        for (int k = 0; k < lanes; ++k) {
+          if (i >= n[k]) continue;
+          uint64_t window = 0;
+          std::memcpy(&window, coded + bit[k] / 8, 8);
+          const uint16_t entry = table[(window >> (bit[k] % 8)) & ((1u << kMaxCodeBits) - 1)];
+          missing |= static_cast<uint32_t>((entry >> 8) == 0);
+          bit[k] += entry >> 8;
+          symbols[k][i] = static_cast<uint8_t>(entry);
+        }
       }
-      if (bit != end_bit) {
-        return corrupt(g, "unit " + std::to_string(u) + " decodes to " +
-                              std::to_string(bit - (end_bit - v.unit_bits[u])) + " bits, not the " +
-                              std::to_string(v.unit_bits[u]) + " recorded");
+      if (missing != 0) return corrupt(g, "a code that the table does not hold");
+      for (int k = 0; k < lanes; ++k) {
+        const uint64_t u = u0 + k;
+        if (bit[k] != end_bit[k]) {
+          return corrupt(g, "unit " + std::to_string(u) + " decodes to " +
+                                std::to_string(bit[k] - (end_bit[k] - v.unit_bits[u])) +
+                                " bits, not the " + std::to_string(v.unit_bits[u]) + " recorded");
+        }
+        // The values: symbols and kept bits joined, a loop the compiler vectorises.
+        const uint8_t* rest = v.rest.data() + (u * kUnitValues * (W - 1) - v.rest_base);
+        for (uint32_t i = 0; i < n[k]; ++i) {
+          uint64_t kept = 0;
+          std::memcpy(&kept, rest + static_cast<size_t>(i) * (W - 1), W - 1);
+          const uint64_t value = (kept & low_mask) |
+                                 (static_cast<uint64_t>(symbols[k][i]) << shift) |
+                                 ((kept >> shift) << (shift + 8));
+          std::memcpy(at + static_cast<size_t>(i) * W, &value, W);
+        }
+        at += static_cast<size_t>(n[k]) * W;
       }
     }
     if (Xxh3(group_out, static_cast<size_t>(at - group_out)) != v.group_checksums[g]) {
@@ -317,6 +364,14 @@ Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeGroups(const ExponentView& v, std::span<const uint16_t> table, uint64_t first,
+                    uint64_t last, uint8_t* out, const std::string& what) {
+  return v.split.value_bytes == 4 ? DecodeGroupsOf<4>(v, table, first, last, out, what)
+                                  : DecodeGroupsOf<2>(v, table, first, last, out, what);
 }
 
 }  // namespace hoist
