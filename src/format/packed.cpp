@@ -71,8 +71,10 @@ class DecodedFile final : public File {
   FileIdentity identity() const override { return packed_->identity(); }
   Result<FileIdentity> CurrentIdentity() override { return packed_->CurrentIdentity(); }
   void Abort() override { packed_->Abort(); }
-  Status Advise(AccessHint /*hint*/, uint64_t /*offset*/, uint64_t /*length*/) override {
-    return Status::Ok();
+  // A hint over decoded bytes is given for the whole packed file: its sections do not lie in
+  // the decoded order (and dropping the cache, what a cold run asks, is for all of it).
+  Status Advise(AccessHint hint, uint64_t /*offset*/, uint64_t /*length*/) override {
+    return packed_->Advise(hint, 0, packed_->size());
   }
 
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override {
@@ -347,7 +349,11 @@ Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& ou
   return report;
 }
 
-Result<TensorDirectory> ReadPacked(File& file) {
+namespace {
+
+// The JSON header of a packed file, checked to be hoist-packed version 1; its offset in
+// *header_at.
+Result<nlohmann::json> ReadHeader(File& file, uint64_t* header_at) {
   const std::string& path = file.path();
   if (file.size() < kPrologueBytes) {
     return Bad(path, 0, "a packed file starts with 24 bytes: magic, header offset and length");
@@ -355,62 +361,140 @@ Result<TensorDirectory> ReadPacked(File& file) {
   unsigned char prologue[kPrologueBytes];
   HOIST_RETURN_IF_ERROR(file.ReadExact(0, prologue, sizeof prologue));
   if (!SniffPacked(prologue, sizeof prologue)) return Bad(path, 0, "no HOISTPK1 magic");
-  uint64_t header_at = 0;
-  uint64_t header_length = 0;
-  std::memcpy(&header_at, prologue + 8, 8);
-  std::memcpy(&header_length, prologue + 16, 8);
-  if (header_at < kPrologueBytes || header_at > file.size() ||
-      header_length > file.size() - header_at || header_length > kMaxHeaderBytes) {
+  uint64_t length = 0;
+  std::memcpy(header_at, prologue + 8, 8);
+  std::memcpy(&length, prologue + 16, 8);
+  if (*header_at < kPrologueBytes || *header_at > file.size() ||
+      length > file.size() - *header_at || length > kMaxHeaderBytes) {
     return Bad(path, 8,
-               "the header (" + std::to_string(header_length) + " bytes at byte " +
-                   std::to_string(header_at) + ") lies outside the file's " +
+               "the header (" + std::to_string(length) + " bytes at byte " +
+                   std::to_string(*header_at) + ") lies outside the file's " +
                    std::to_string(file.size()) + " bytes or is larger than 512 MiB");
   }
-  std::string text(header_length, '\0');
-  if (header_length > 0) HOIST_RETURN_IF_ERROR(file.ReadExact(header_at, text.data(), text.size()));
-  const nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::string text(length, '\0');
+  if (length > 0) HOIST_RETURN_IF_ERROR(file.ReadExact(*header_at, text.data(), text.size()));
+  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) {
-    return Bad(path, header_at, "the header is not a JSON object");
+    return Bad(path, *header_at, "the header is not a JSON object");
   }
   if (header.value("format", "") != kPackedFormat || header.value("version", 0) != 1) {
-    return Bad(path, header_at, "the header is not hoist-packed version 1");
+    return Bad(path, *header_at, "the header is not hoist-packed version 1");
   }
-  const nlohmann::json& tensors = header.contains("tensors") ? header["tensors"] : nlohmann::json();
-  if (!tensors.is_array()) return Bad(path, header_at, "the header has no \"tensors\" array");
+  if (!header.contains("tensors") || !header["tensors"].is_array()) {
+    return Bad(path, *header_at, "the header has no \"tensors\" array");
+  }
+  return header;
+}
 
-  TensorDirectory dir;
-  dir.format = kPackedFormat;
-  auto layout = std::make_shared<PackedLayout>();
-  layout->path = path;
-  if (const auto m = header.find("metadata"); m != header.end() && m->is_object()) {
-    for (const auto& [key, value] : m->items()) {
-      MetadataEntry entry;
-      entry.key = key;
-      entry.type = value.value("type", "STRING");
-      entry.element_type = value.value("element_type", "");
-      entry.count = value.value("count", uint64_t{1});
-      entry.value = value.contains("value") ? value["value"] : nlohmann::json();
-      dir.metadata.push_back(std::move(entry));
+std::vector<MetadataEntry> MetadataOf(const nlohmann::json& header) {
+  std::vector<MetadataEntry> metadata;
+  const auto m = header.find("metadata");
+  if (m == header.end() || !m->is_object()) return metadata;
+  for (const auto& [key, value] : m->items()) {
+    MetadataEntry entry;
+    entry.key = key;
+    entry.type = value.value("type", "STRING");
+    entry.element_type = value.value("element_type", "");
+    entry.count = value.value("count", uint64_t{1});
+    entry.value = value.contains("value") ? value["value"] : nlohmann::json();
+    metadata.push_back(std::move(entry));
+  }
+  return metadata;
+}
+
+// Tensor i's name, dtype, shape and size from its header entry.
+Result<TensorEntry> TensorOf(const nlohmann::json& j, size_t i, const std::string& path,
+                             uint64_t header_at) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("dtype") ||
+      !j["dtype"].is_string() || !j.contains("nbytes") || !j["nbytes"].is_number_unsigned() ||
+      !j.contains("shape") || !j["shape"].is_array()) {
+    return Bad(path, header_at,
+               "tensor " + std::to_string(i) + " lacks its name, dtype, shape or nbytes");
+  }
+  TensorEntry t;
+  t.name = j["name"].get<std::string>();
+  t.dtype = j["dtype"].get<std::string>();
+  for (const auto& d : j["shape"]) {
+    if (!d.is_number_unsigned()) return Bad(path, header_at, t.name + ": a dimension is no count");
+    t.shape.push_back(d.get<uint64_t>());
+  }
+  t.nbytes = j["nbytes"].get<uint64_t>();
+  return t;
+}
+
+// A coded tensor's sections checked against its size and each other, its indexes read.
+Status ReadCodedTensor(File& file, const nlohmann::json& j, const TensorEntry& t,
+                       uint64_t header_at, PackedTensor* p) {
+  const std::string& path = file.path();
+  const std::optional<FloatSplit> split = SplitOf(t.dtype);
+  if (!split || j.value("value_bytes", 0) != split->value_bytes ||
+      j.value("shift", -1) != split->shift) {
+    return Bad(
+        path, header_at,
+        t.name + ": a coded " + t.dtype + " tensor's value_bytes and shift are not its dtype's");
+  }
+  p->coded = true;
+  p->split = *split;
+  p->values = j.value("values", uint64_t{0});
+  if (p->values == 0 || p->values * static_cast<uint64_t>(split->value_bytes) != t.nbytes) {
+    return Bad(path, header_at,
+               t.name + ": " + std::to_string(p->values) + " values are not its " +
+                   std::to_string(t.nbytes) + " bytes");
+  }
+  const uint64_t units = (p->values + kUnitValues - 1) / kUnitValues;
+  const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
+  const nlohmann::json sections = j.value("sections", nlohmann::json::object());
+  auto section = [&](const char* name, uint64_t expected) {
+    return Section(sections.value(name, nlohmann::json()), t.name + "'s " + name, header_at,
+                   expected, path, header_at);
+  };
+  HOIST_ASSIGN_OR_RETURN(auto lengths, section("code_lengths", 256));
+  HOIST_ASSIGN_OR_RETURN(auto starts, section("group_start_bits", groups * 8));
+  HOIST_ASSIGN_OR_RETURN(auto checksums, section("group_checksums", groups * 8));
+  HOIST_ASSIGN_OR_RETURN(auto unit_bits, section("unit_bits", units * 2));
+  HOIST_ASSIGN_OR_RETURN(auto coded, section("coded", UINT64_MAX));
+  HOIST_ASSIGN_OR_RETURN(
+      auto rest, section("rest", p->values * static_cast<uint64_t>(split->value_bytes - 1)));
+  if (coded.second - coded.first < 8) {
+    return Bad(path, coded.first, t.name + "'s coded stream lacks its 8 closing bytes");
+  }
+  HOIST_RETURN_IF_ERROR(ReadVector(file, lengths, &p->code_lengths));
+  HOIST_RETURN_IF_ERROR(ReadVector(file, starts, &p->group_start_bits));
+  HOIST_RETURN_IF_ERROR(ReadVector(file, checksums, &p->group_checksums));
+  HOIST_RETURN_IF_ERROR(ReadVector(file, unit_bits, &p->unit_bits));
+  const uint64_t coded_bits = (coded.second - coded.first) * 8;
+  for (uint64_t g = 0; g < groups; ++g) {
+    if (p->group_start_bits[g] >= coded_bits ||
+        (g > 0 && p->group_start_bits[g] < p->group_start_bits[g - 1])) {
+      return Bad(path, starts.first + g * 8,
+                 t.name + ": block " + std::to_string(g) +
+                     " starts outside its coded stream or before the block before it");
     }
   }
+  HOIST_ASSIGN_OR_RETURN(p->table, DecodingTable(p->code_lengths, path + ": tensor " + t.name));
+  p->coded_begin = coded.first;
+  p->coded_end = coded.second;
+  p->rest_begin = rest.first;
+  p->rest_end = rest.second;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TensorDirectory> ReadPacked(File& file) {
+  const std::string& path = file.path();
+  uint64_t header_at = 0;
+  HOIST_ASSIGN_OR_RETURN(const nlohmann::json header, ReadHeader(file, &header_at));
+  const nlohmann::json& tensors = header["tensors"];
+  TensorDirectory dir;
+  dir.format = kPackedFormat;
+  dir.metadata = MetadataOf(header);
+  auto layout = std::make_shared<PackedLayout>();
+  layout->path = path;
   uint64_t virtual_at = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const nlohmann::json& j = tensors[i];
-    const std::string where = "tensor " + std::to_string(i);
-    if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("dtype") ||
-        !j["dtype"].is_string() || !j.contains("nbytes") || !j["nbytes"].is_number_unsigned() ||
-        !j.contains("shape") || !j["shape"].is_array()) {
-      return Bad(path, header_at, where + " lacks its name, dtype, shape or nbytes");
-    }
-    TensorEntry t;
-    t.name = j["name"].get<std::string>();
-    t.dtype = j["dtype"].get<std::string>();
-    for (const auto& d : j["shape"]) {
-      if (!d.is_number_unsigned())
-        return Bad(path, header_at, t.name + ": a dimension is no count");
-      t.shape.push_back(d.get<uint64_t>());
-    }
-    t.nbytes = j["nbytes"].get<uint64_t>();
+    HOIST_ASSIGN_OR_RETURN(TensorEntry t, TensorOf(j, i, path, header_at));
     t.offset = virtual_at;
     PackedTensor p;
     p.name = t.name;
@@ -423,56 +507,7 @@ Result<TensorDirectory> ReadPacked(File& file) {
                              t.nbytes, path, header_at));
       p.data = data.first;
     } else if (stored == "exponent-huffman") {
-      const std::optional<FloatSplit> split = SplitOf(t.dtype);
-      if (!split || j.value("value_bytes", 0) != split->value_bytes ||
-          j.value("shift", -1) != split->shift) {
-        return Bad(path, header_at,
-                   t.name + ": a coded " + t.dtype +
-                       " tensor's value_bytes and shift are not its dtype's");
-      }
-      p.coded = true;
-      p.split = *split;
-      p.values = j.value("values", uint64_t{0});
-      if (p.values == 0 || p.values * static_cast<uint64_t>(split->value_bytes) != t.nbytes) {
-        return Bad(path, header_at,
-                   t.name + ": " + std::to_string(p.values) + " values are not its " +
-                       std::to_string(t.nbytes) + " bytes");
-      }
-      const uint64_t units = (p.values + kUnitValues - 1) / kUnitValues;
-      const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
-      const nlohmann::json sections = j.value("sections", nlohmann::json::object());
-      auto section = [&](const char* name, uint64_t expected) {
-        return Section(sections.value(name, nlohmann::json()), t.name + "'s " + name, header_at,
-                       expected, path, header_at);
-      };
-      HOIST_ASSIGN_OR_RETURN(auto lengths, section("code_lengths", 256));
-      HOIST_ASSIGN_OR_RETURN(auto starts, section("group_start_bits", groups * 8));
-      HOIST_ASSIGN_OR_RETURN(auto checksums, section("group_checksums", groups * 8));
-      HOIST_ASSIGN_OR_RETURN(auto unit_bits, section("unit_bits", units * 2));
-      HOIST_ASSIGN_OR_RETURN(auto coded, section("coded", UINT64_MAX));
-      HOIST_ASSIGN_OR_RETURN(
-          auto rest, section("rest", p.values * static_cast<uint64_t>(split->value_bytes - 1)));
-      if (coded.second - coded.first < 8) {
-        return Bad(path, coded.first, t.name + "'s coded stream lacks its 8 closing bytes");
-      }
-      HOIST_RETURN_IF_ERROR(ReadVector(file, lengths, &p.code_lengths));
-      HOIST_RETURN_IF_ERROR(ReadVector(file, starts, &p.group_start_bits));
-      HOIST_RETURN_IF_ERROR(ReadVector(file, checksums, &p.group_checksums));
-      HOIST_RETURN_IF_ERROR(ReadVector(file, unit_bits, &p.unit_bits));
-      const uint64_t coded_bits = (coded.second - coded.first) * 8;
-      for (uint64_t g = 0; g < groups; ++g) {
-        if (p.group_start_bits[g] >= coded_bits ||
-            (g > 0 && p.group_start_bits[g] < p.group_start_bits[g - 1])) {
-          return Bad(path, starts.first + g * 8,
-                     t.name + ": block " + std::to_string(g) +
-                         " starts outside its coded stream or before the block before it");
-        }
-      }
-      HOIST_ASSIGN_OR_RETURN(p.table, DecodingTable(p.code_lengths, path + ": tensor " + t.name));
-      p.coded_begin = coded.first;
-      p.coded_end = coded.second;
-      p.rest_begin = rest.first;
-      p.rest_end = rest.second;
+      HOIST_RETURN_IF_ERROR(ReadCodedTensor(file, j, t, header_at, &p));
     } else {
       return Bad(path, header_at,
                  t.name + ": stored as \"" + stored + "\", not \"raw\" or \"exponent-huffman\"");
@@ -484,13 +519,18 @@ Result<TensorDirectory> ReadPacked(File& file) {
     dir.tensors.push_back(std::move(t));
     layout->tensors.push_back(std::move(p));
   }
+  dir.IndexNames();
+  for (size_t i = 0; i < dir.tensors.size(); ++i) {
+    if (dir.Find(dir.tensors[i].name) != &dir.tensors[i]) {
+      return Bad(path, header_at, "tensor " + dir.tensors[i].name + " is listed twice");
+    }
+  }
   layout->decoded_size = virtual_at;
   dir.files.push_back({path, virtual_at, file.identity()});
   std::shared_ptr<const PackedLayout> shared = std::move(layout);
   dir.decoded_view = [shared](std::shared_ptr<Storage> inner) -> std::shared_ptr<Storage> {
     return std::make_shared<DecodingStorage>(std::move(inner), shared);
   };
-  dir.IndexNames();
   return dir;
 }
 

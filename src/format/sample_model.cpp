@@ -165,6 +165,17 @@ bool FillSampleNormals(uint64_t seed, size_t tensor, const std::string& dtype, u
   return true;
 }
 
+namespace {
+
+void FillSample(const SampleSpec& spec, size_t tensor, const std::string& dtype, uint64_t offset,
+                std::span<unsigned char> out) {
+  if (!spec.normal_values || !FillSampleNormals(spec.seed, tensor, dtype, offset, out)) {
+    FillSampleBytes(spec.seed, tensor, offset, out);
+  }
+}
+
+}  // namespace
+
 Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSpec& spec) {
   if (spec.format != "gguf" && spec.format != "safetensors") {
     return Status::InvalidArgument("unknown sample format '" + spec.format + "'");
@@ -194,10 +205,7 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
     const size_t first = next;
     const std::string file = shards == 1 ? path : ShardPath(path, spec, s);
     auto fill = [&](size_t tensor, uint64_t offset, std::span<unsigned char> out) {
-      if (!spec.normal_values || !FillSampleNormals(spec.seed, first + tensor,
-                                                    layout[first + tensor].dtype, offset, out)) {
-        FillSampleBytes(spec.seed, first + tensor, offset, out);
-      }
+      FillSample(spec, first + tensor, layout[first + tensor].dtype, offset, out);
       return true;
     };
     Result<TensorDirectory> part = Status::Internal("unset");
