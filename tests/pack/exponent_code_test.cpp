@@ -27,6 +27,21 @@ std::vector<uint8_t> RoundTrip(const std::vector<uint8_t>& bytes, FloatSplit spl
   return out;
 }
 
+// `values` BF16 values drawn from N(0, 0.02) (truncated from f32), as trained weights are.
+std::vector<uint8_t> NormalBf16(size_t values, unsigned seed) {
+  std::mt19937 random(seed);
+  std::normal_distribution<float> normal(0, 0.02f);
+  std::vector<uint8_t> bytes(2 * values);
+  for (size_t i = 0; i < values; ++i) {
+    const float f = normal(random);
+    uint32_t x = 0;
+    std::memcpy(&x, &f, 4);
+    const auto h = static_cast<uint16_t>(x >> 16);
+    std::memcpy(&bytes[2 * i], &h, 2);
+  }
+  return bytes;
+}
+
 TEST(ExponentCode, EveryBitPatternOfEveryDtypeRoundTrips) {
   // All 65536 16-bit patterns (NaNs, infinities, subnormals, both zeros), in a scrambled order
   // and several groups' worth, for bf16 and f16; f32 from random words and the special values.
@@ -56,16 +71,7 @@ TEST(ExponentCode, EveryBitPatternOfEveryDtypeRoundTrips) {
 }
 
 TEST(ExponentCode, TrainedLikeWeightsShrinkAndCodesStayWithinTheirLimit) {
-  std::mt19937 random(3);
-  std::normal_distribution<float> normal(0, 0.02f);
-  std::vector<uint8_t> bf16(2 * 200000);
-  for (size_t i = 0; i < bf16.size() / 2; ++i) {
-    const float f = normal(random);
-    uint32_t x = 0;
-    std::memcpy(&x, &f, 4);
-    const auto h = static_cast<uint16_t>(x >> 16);
-    std::memcpy(&bf16[2 * i], &h, 2);
-  }
+  const std::vector<uint8_t> bf16 = NormalBf16(200000, 3);
   ExponentCoded coded;
   EXPECT_EQ(RoundTrip(bf16, *SplitOf("BF16"), 2, &coded), bf16);
   EXPECT_LT(static_cast<double>(coded.bytes()) / static_cast<double>(bf16.size()), 0.70);
@@ -76,16 +82,7 @@ TEST(ExponentCode, TrainedLikeWeightsShrinkAndCodesStayWithinTheirLimit) {
 }
 
 TEST(ExponentCode, ACorruptedStreamIsAnErrorNamingTheGroupNeverWrongBytes) {
-  std::vector<uint8_t> bytes(2 * kGroupValues * 3);
-  std::mt19937 random(5);
-  std::normal_distribution<float> normal(0, 0.02f);
-  for (size_t i = 0; i < bytes.size() / 2; ++i) {
-    const float f = normal(random);
-    uint32_t x = 0;
-    std::memcpy(&x, &f, 4);
-    const auto h = static_cast<uint16_t>(x >> 16);
-    std::memcpy(&bytes[2 * i], &h, 2);
-  }
+  const std::vector<uint8_t> bytes = NormalBf16(kGroupValues * 3, 5);
   const ExponentCoded good = EncodeExponents(bytes.data(), bytes.size() / 2, *SplitOf("BF16"));
   auto table = DecodingTable(good.code_lengths, "t");
   ASSERT_TRUE(table.ok());
