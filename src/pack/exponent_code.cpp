@@ -334,7 +334,9 @@ Status DecodeGroupsOf(const ExponentView& v, std::span<const uint16_t> table, ui
           std::memcpy(&window, coded + bit[k] / 8, 8);
           const uint16_t entry = table[(window >> (bit[k] % 8)) & ((1u << kMaxCodeBits) - 1)];
           missing |= static_cast<uint32_t>((entry >> 8) == 0);
-          bit[k] += entry >> 8;
+          // Never past the unit's recorded end (its loads were checked up to there): codes that
+          // run over stop one bit past it, which the length check below reports.
+          bit[k] = std::min<uint64_t>(bit[k] + (entry >> 8), end_bit[k] + 1);
           symbols[k][i] = static_cast<uint8_t>(entry);
         }
       }

@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(kThreads) DecodeGroupsKernel(GpuExponentTensor
       buffer >>= length;
       available -= length;
       used += static_cast<uint32_t>(length);
+      if (used > bits) break;  // codes running past the unit's end: reads stop there
     }
     if (bad || used != bits) {
       atomicMin(reinterpret_cast<unsigned long long*>(t.first_bad_group_plus_one),

@@ -100,6 +100,20 @@ TEST(ExponentCode, ACorruptedStreamIsAnErrorNamingTheGroupNeverWrongBytes) {
         << s.message();
     EXPECT_NE(s.message().find("(the packed file is corrupt)"), std::string::npos);
   }
+  // A unit recorded shorter than its codes, at the very end of the coded bytes held: the reads
+  // stop at its recorded end (ASan sees any past it) and the group is named.
+  {
+    ExponentCoded bad = good;
+    bad.unit_bits[0] = 64;
+    const uint64_t held = (bad.unit_bits[0] + 7) / 8 + 8;
+    const std::vector<uint8_t> coded(bad.coded.begin(),
+                                     bad.coded.begin() + static_cast<std::ptrdiff_t>(held));
+    ExponentView view = ViewOf(bad);
+    view.coded = coded;
+    const Status s = DecodeGroups(view, *table, 0, 1, out.data(), "t");
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.message().rfind("t, block 0 (values 0-32767): ", 0), 0u) << s.message();
+  }
   // Lengths that are no prefix code, or too long, are refused when the table is built.
   std::array<uint8_t, 256> lengths{};
   lengths[0] = lengths[1] = lengths[2] = 1;
