@@ -351,6 +351,25 @@ Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& ou
 
 namespace {
 
+// A header's fields, read without nlohmann's value(), which throws when a key holds another
+// type: a field of the wrong type reads as absent, and the caller's check names it.
+std::string StringField(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+int64_t IntField(const nlohmann::json& j, const char* key, int64_t absent) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : absent;
+}
+uint64_t CountField(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+}
+nlohmann::json JsonField(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() ? *it : nlohmann::json();
+}
+
 // The JSON header of a packed file, checked to be hoist-packed version 1; its offset in
 // *header_at.
 Result<nlohmann::json> ReadHeader(File& file, uint64_t* header_at) {
@@ -377,7 +396,7 @@ Result<nlohmann::json> ReadHeader(File& file, uint64_t* header_at) {
   if (header.is_discarded() || !header.is_object()) {
     return Bad(path, *header_at, "the header is not a JSON object");
   }
-  if (header.value("format", "") != kPackedFormat || header.value("version", 0) != 1) {
+  if (StringField(header, "format") != kPackedFormat || IntField(header, "version", 0) != 1) {
     return Bad(path, *header_at, "the header is not hoist-packed version 1");
   }
   if (!header.contains("tensors") || !header["tensors"].is_array()) {
@@ -393,9 +412,10 @@ std::vector<MetadataEntry> MetadataOf(const nlohmann::json& header) {
   for (const auto& [key, value] : m->items()) {
     MetadataEntry entry;
     entry.key = key;
-    entry.type = value.value("type", "STRING");
-    entry.element_type = value.value("element_type", "");
-    entry.count = value.value("count", uint64_t{1});
+    entry.type = StringField(value, "type");
+    if (entry.type.empty()) entry.type = "STRING";
+    entry.element_type = StringField(value, "element_type");
+    entry.count = std::max<uint64_t>(CountField(value, "count"), 1);
     entry.value = value.contains("value") ? value["value"] : nlohmann::json();
     metadata.push_back(std::move(entry));
   }
@@ -427,15 +447,15 @@ Status ReadCodedTensor(File& file, const nlohmann::json& j, const TensorEntry& t
                        uint64_t header_at, PackedTensor* p) {
   const std::string& path = file.path();
   const std::optional<FloatSplit> split = SplitOf(t.dtype);
-  if (!split || j.value("value_bytes", 0) != split->value_bytes ||
-      j.value("shift", -1) != split->shift) {
+  if (!split || IntField(j, "value_bytes", 0) != split->value_bytes ||
+      IntField(j, "shift", -1) != split->shift) {
     return Bad(
         path, header_at,
         t.name + ": a coded " + t.dtype + " tensor's value_bytes and shift are not its dtype's");
   }
   p->coded = true;
   p->split = *split;
-  p->values = j.value("values", uint64_t{0});
+  p->values = CountField(j, "values");
   if (p->values == 0 || p->values * static_cast<uint64_t>(split->value_bytes) != t.nbytes) {
     return Bad(path, header_at,
                t.name + ": " + std::to_string(p->values) + " values are not its " +
@@ -443,10 +463,10 @@ Status ReadCodedTensor(File& file, const nlohmann::json& j, const TensorEntry& t
   }
   const uint64_t units = (p->values + kUnitValues - 1) / kUnitValues;
   const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
-  const nlohmann::json sections = j.value("sections", nlohmann::json::object());
+  const nlohmann::json sections = JsonField(j, "sections");
   auto section = [&](const char* name, uint64_t expected) {
-    return Section(sections.value(name, nlohmann::json()), t.name + "'s " + name, header_at,
-                   expected, path, header_at);
+    return Section(JsonField(sections, name), t.name + "'s " + name, header_at, expected, path,
+                   header_at);
   };
   HOIST_ASSIGN_OR_RETURN(auto lengths, section("code_lengths", 256));
   HOIST_ASSIGN_OR_RETURN(auto starts, section("group_start_bits", groups * 8));
@@ -500,11 +520,10 @@ Result<TensorDirectory> ReadPacked(File& file) {
     p.name = t.name;
     p.virtual_offset = virtual_at;
     p.nbytes = t.nbytes;
-    const std::string stored = j.value("stored", "");
+    const std::string stored = StringField(j, "stored");
     if (stored == "raw") {
-      HOIST_ASSIGN_OR_RETURN(
-          auto data, Section(j.value("data", nlohmann::json()), t.name + "'s data", header_at,
-                             t.nbytes, path, header_at));
+      HOIST_ASSIGN_OR_RETURN(auto data, Section(JsonField(j, "data"), t.name + "'s data", header_at,
+                                                t.nbytes, path, header_at));
       p.data = data.first;
     } else if (stored == "exponent-huffman") {
       HOIST_RETURN_IF_ERROR(ReadCodedTensor(file, j, t, header_at, &p));

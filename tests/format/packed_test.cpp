@@ -171,6 +171,16 @@ TEST_F(PackedTest, ABrokenContainerNamesTheFileTheByteAndTheRule) {
   const uint64_t length = text.size();
   std::memcpy(moved.data() + 16, &length, 8);
   cases.push_back({"section", moved, "lies outside the file's data (bytes 24 to"});
+  // A field of another type than the format's (found by the packed fuzzer: nlohmann's value()
+  // threw): named as a broken header, not a crash.
+  nlohmann::json typed = Header(out);
+  typed["version"] = nlohmann::json::array({1});
+  text = typed.dump();
+  std::vector<unsigned char> retyped(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(at));
+  retyped.insert(retyped.end(), text.begin(), text.end());
+  const uint64_t retyped_length = text.size();
+  std::memcpy(retyped.data() + 16, &retyped_length, 8);
+  cases.push_back({"typed", retyped, "the header is not hoist-packed version 1"});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     WriteBytes(tmp_.File("x.hoistpack"), c.bytes);
