@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +56,56 @@ struct InFlight : HashTicket {
     }
     return true;
   }
+};
+
+// Readers pass it while they start copies or read into a tensor; the tear-down closes it and
+// waits for those inside to leave, so that no copy starts after the tear-down settles the
+// devices, and a read that never ends is seen as such. A mutex and a count rather than a
+// shared_timed_mutex: MinGW's try_lock_for now and then took that one while a reader held it
+// shared, and a read that never ended was taken for settled.
+class CopyGate {
+ public:
+  // A pass through the gate; false once it is closed.
+  class Pass {
+   public:
+    explicit Pass(CopyGate& gate) : gate_(gate.Enter() ? &gate : nullptr) {}
+    ~Pass() {
+      if (gate_ != nullptr) gate_->Leave();
+    }
+    Pass(const Pass&) = delete;
+    Pass& operator=(const Pass&) = delete;
+    explicit operator bool() const { return gate_ != nullptr; }
+
+   private:
+    CopyGate* gate_;
+  };
+
+  // Closes the gate; true when every pass has left within `wait`.
+  bool Close(std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    closed_ = true;
+    return left_.wait_for(lock, wait, [&] { return inside_ == 0; });
+  }
+
+ private:
+  bool Enter() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return false;
+    ++inside_;
+    return true;
+  }
+  void Leave() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --inside_;
+    }
+    left_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable left_;
+  int inside_ = 0;
+  bool closed_ = false;
 };
 
 // What one reader is doing, for the watchdog.
@@ -111,9 +160,8 @@ struct LoadJob {
   std::atomic<int64_t> last_progress_ns{0};
 
   std::atomic<bool> stop{false};
-  // Readers hold it shared while they start copies, and start none once `stop` is set; the
-  // tear-down takes it exclusively after setting `stop`, so that no copy starts after it.
-  std::shared_timed_mutex copy_gate;
+  // Readers start no copy once `stop` is set or the gate is closed (after `stop`).
+  CopyGate copy_gate;
   std::mutex error_mutex;
   Status error;
 

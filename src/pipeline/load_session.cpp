@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
-#include <shared_mutex>
 #include <thread>
 
 #include "base/platform.h"
@@ -466,8 +465,7 @@ Status LoadSession::StopAndSettle() {
   }
   // Past this gate no reader starts a copy. A reader inside a device's copy call that does not
   // return within the grace may still start one: then no device's memory is freed.
-  const bool gated =
-      std::unique_lock<std::shared_timed_mutex>(job.copy_gate, kJoinGrace).owns_lock();
+  const bool gated = job.copy_gate.Close(kJoinGrace);
   {
     std::unique_lock<std::mutex> lock(job.exit_mutex);
     job.exit_cv.wait_for(lock, kJoinGrace, [&] { return job.running == 0; });

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
-#include <shared_mutex>
 #include <thread>
 
 #include "pipeline/load_job.h"
@@ -20,8 +19,8 @@ int QueueOn(const CheckedDevice& device, int reader) { return reader % device.qu
 bool StartForwards(LoadJob& job, InFlight& e, int reader) {
   if (e.forwarded) return false;
   e.forwarded = true;
-  std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);  // as in start_copies
-  if (job.stop.load()) return false;
+  const CopyGate::Pass gate(job.copy_gate);  // as in StartCopies
+  if (!gate || job.stop.load()) return false;
   const Chunk& c = job.plan.chunks[e.chunk];
   bool started = false;
   for (const Segment& s : c.segments) {
@@ -161,8 +160,8 @@ std::shared_ptr<InFlight> ReadIntoDestination(LoadJob& job, ReaderState& me, siz
     // Held as while starting a copy, and for the whole read: no read into a tensor starts
     // once the load has stopped, and a read that never ends keeps the tear-down from
     // freeing the memory under it (it then leaves the memory allocated).
-    std::shared_lock<std::shared_timed_mutex> gate(job.copy_gate);
-    if (!job.stop.load()) read = job.files[c.file]->ReadExact(c.offset, into, c.length);
+    const CopyGate::Pass gate(job.copy_gate);
+    if (gate && !job.stop.load()) read = job.files[c.file]->ReadExact(c.offset, into, c.length);
   }
   me.chunk.store(-1);
   if (!read.ok()) {
@@ -315,8 +314,8 @@ class Reader {
     bool missing = false;
     // No copy starts once the load has stopped: TearDown takes the gate before it settles the
     // devices, so a copy started after that would touch memory being freed.
-    std::shared_lock<std::shared_timed_mutex> gate(job_.copy_gate);
-    if (job_.stop.load()) return false;
+    const CopyGate::Pass gate(job_.copy_gate);
+    if (!gate || job_.stop.load()) return false;
     for (size_t k = 0; k < st.chunk.segments.size(); ++k) {
       const Segment& s = st.chunk.segments[k];
       if (started != nullptr && (*started)[k]) continue;
