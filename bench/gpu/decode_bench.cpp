@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<uint8_t> starts = ReadRange(in, s["group_start_bits"]);
     const std::vector<uint8_t> units = ReadRange(in, s["unit_bits"]);
+    const std::vector<uint8_t> checksums = ReadRange(in, s["group_checksums"]);
     const std::vector<uint8_t> coded = ReadRange(in, s["coded"]);
     const std::vector<uint8_t> rest = ReadRange(in, s["rest"]);
     Tensor t;
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
     t.gpu.table = ToDevice(*table);
     t.gpu.group_start_bits = reinterpret_cast<const uint64_t*>(ToDevice(starts));
     t.gpu.unit_bits = reinterpret_cast<const uint16_t*>(ToDevice(units));
+    // Checked as the loader checks them.
+    t.gpu.group_checksums = reinterpret_cast<const uint64_t*>(ToDevice(checksums));
     t.gpu.coded = ToDevice(coded, 16);
     t.gpu.rest = ToDevice(rest);
     t.gpu.values = j["values"];

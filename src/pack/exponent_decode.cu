@@ -1,22 +1,54 @@
+// One source for CUDA (nvcc) and HIP (hipcc, HOIST_GPU_HIP): the kernel uses the names both
+// share; the launch's stream and error are the vendor's.
+#if defined(HOIST_GPU_HIP)
+#include <hip/hip_runtime.h>
+using KernelStream = hipStream_t;
+#define HOIST_KERNEL_LAST_ERROR hipGetLastError
+#else
 #include <cuda_runtime.h>
+using KernelStream = cudaStream_t;
+#define HOIST_KERNEL_LAST_ERROR cudaGetLastError
+#endif
 
 #include "pack/exponent_decode_gpu.h"
 #include "pack/exponent_layout.h"
+#include "pack/xxh3_blocks.h"
 
 namespace hoist {
 namespace {
 
 constexpr int kThreads = kGroupUnits;  // one per unit
 constexpr int kTableEntries = 1 << kMaxCodeBits;
+__constant__ uint8_t kSecret[xxh3::kSecretBytes] = HOIST_XXH3_SECRET;
+
+// Whether the group's decoded bytes, `bytes` of them at `in` (just written by this block), hash
+// to `want`: the blocks' stripes summed by the threads in parallel into `sums` (shared memory,
+// 8 words per 1024 bytes), folded by one thread. Every thread calls it; lane 0's answer counts.
+template <bool kAligned>
+__device__ bool GroupHashes(const uint8_t* in, uint64_t bytes, uint64_t want, uint64_t* sums,
+                            const uint64_t* words, int lane) {
+  if (bytes <= 240) return lane != 0 || xxh3::HashShort(in, bytes, kSecret) == want;
+  const uint64_t blocks = xxh3::Blocks(bytes);
+  for (uint64_t b = static_cast<uint64_t>(lane); b < blocks; b += kThreads) {
+    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    xxh3::AddStripes<kAligned>(acc, in + b * xxh3::kBlockBytes, xxh3::StripesOfBlock(bytes, b),
+                               words);
+    for (int i = 0; i < 8; ++i) sums[8 * b + i] = acc[i];
+  }
+  __syncthreads();
+  return lane != 0 || xxh3::Finish(sums, in, bytes, kSecret) == want;
+}
 
 template <int kValueBytes>
 __global__ void __launch_bounds__(kThreads) DecodeGroupsKernel(GpuExponentTensor t) {
   __shared__ uint16_t table[kTableEntries];
   __shared__ __align__(16) uint8_t symbols[kGroupValues];
   __shared__ uint32_t unit_offset[kThreads];
+  __shared__ uint64_t words[xxh3::kKeyWords];
   const uint64_t group = blockIdx.x;
   const int lane = static_cast<int>(threadIdx.x);
   for (int i = lane; i < kTableEntries; i += kThreads) table[i] = t.table[i];
+  if (lane == 0) xxh3::KeyWords(kSecret, words);
 
   // Where this thread's unit starts: the group's start plus the lengths of the units before it.
   const uint64_t units = (t.values + kUnitValues - 1) / kUnitValues;
@@ -116,6 +148,21 @@ __global__ void __launch_bounds__(kThreads) DecodeGroupsKernel(GpuExponentTensor
       out[i] = (r & low_mask) | (s << t.shift) | ((r >> t.shift) << (t.shift + 8));
     }
   }
+
+  // The group's decoded bytes against its recorded checksum: a kept byte (sign, mantissa)
+  // corrupted in the file or in transit is caught here, as the CPU decoder catches it.
+  if (t.group_checksums == nullptr) return;
+  __syncthreads();  // every value written, and the symbols no longer needed
+  const auto* bytes = static_cast<const uint8_t*>(t.out) + first * kValueBytes;
+  const uint64_t n = static_cast<uint64_t>(count) * kValueBytes;
+  auto* sums = reinterpret_cast<uint64_t*>(symbols);  // 8 KiB at most of its 32
+  const bool same = (reinterpret_cast<uintptr_t>(bytes) & 7) == 0
+                        ? GroupHashes<true>(bytes, n, t.group_checksums[group], sums, words, lane)
+                        : GroupHashes<false>(bytes, n, t.group_checksums[group], sums, words, lane);
+  if (!same) {
+    atomicMin(reinterpret_cast<unsigned long long*>(t.first_bad_group_plus_one),
+              static_cast<unsigned long long>(group + 1));
+  }
 }
 
 }  // namespace
@@ -123,13 +170,13 @@ __global__ void __launch_bounds__(kThreads) DecodeGroupsKernel(GpuExponentTensor
 int LaunchExponentDecode(const GpuExponentTensor& t, void* stream) {
   const uint64_t groups = (t.values + kGroupValues - 1) / kGroupValues;
   if (groups == 0) return 0;
-  auto s = static_cast<cudaStream_t>(stream);
+  auto s = static_cast<KernelStream>(stream);
   if (t.value_bytes == 2) {
     DecodeGroupsKernel<2><<<static_cast<unsigned>(groups), kThreads, 0, s>>>(t);
   } else {
     DecodeGroupsKernel<4><<<static_cast<unsigned>(groups), kThreads, 0, s>>>(t);
   }
-  return static_cast<int>(cudaGetLastError());
+  return static_cast<int>(HOIST_KERNEL_LAST_ERROR());
 }
 
 }  // namespace hoist
