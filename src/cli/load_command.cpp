@@ -66,6 +66,10 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
                       .c_str());
     }
   }
+  if (r.decoded_on_device_bytes > 0) {
+    std::printf("  packed: %s read, %s of tensors decoded on the device\n",
+                FormatBytes(r.read_bytes).c_str(), FormatBytes(r.decoded_on_device_bytes).c_str());
+  }
   std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
   if (r.source_counts.requests > 0) {
     std::printf("  source: %s, %llu requests, %llu retried, %s received\n", r.source.c_str(),

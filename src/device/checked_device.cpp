@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/platform.h"
+#include "pack/exponent_decode_gpu.h"
 
 namespace hoist {
 
@@ -128,6 +129,19 @@ Result<std::unique_ptr<CopyHandle>> CheckedDevice::CopyToPeerAsync(void* dst, De
     HOIST_RETURN_IF_ERROR(checked_peer->CheckRange(dst, n, "peer copy to device"));
   }
   return backend_->CopyToPeerAsync(dst, *checked_peer->backend_, src, n, queue);
+}
+
+Result<std::unique_ptr<CopyHandle>> CheckedDevice::DecodeExponentsAsync(const GpuExponentTensor& t,
+                                                                        bool external) {
+  if (t.value_bytes != 2 && t.value_bytes != 4) {
+    return Status::Internal(name_ + ": a decode of " + std::to_string(t.value_bytes) +
+                            "-byte values");
+  }
+  if (!external) {
+    HOIST_RETURN_IF_ERROR(
+        CheckRange(t.out, t.values * static_cast<uint64_t>(t.value_bytes), "decode on device"));
+  }
+  return backend_->DecodeExponentsAsync(t);
 }
 
 bool CheckedDevice::CanReachPeer(const Device& peer) const {

@@ -62,6 +62,13 @@ class CheckedDevice final : public Device {
   Result<std::unique_ptr<CopyHandle>> CopyToPeerAsync(void* dst, Device& peer, const void* src,
                                                       uint64_t n, int queue, bool external);
   bool CanReachPeer(const Device& peer) const override;
+  // t.out must lie inside an allocation from AllocateDevice unless (external) the caller
+  // vouches for it.
+  Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t) override {
+    return DecodeExponentsAsync(t, false);
+  }
+  Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t,
+                                                           bool external);
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     return CopyToHost(dst, src, n, false);
   }

@@ -12,6 +12,8 @@
 
 namespace hoist {
 
+struct GpuExponentTensor;  // pack/exponent_decode_gpu.h
+
 // What a device is, for the policies that differ by kind (the bench's settle pause after a
 // large free, doctor's traps), so that none of them reads it off the device's name.
 enum class DeviceKind : uint8_t {
@@ -50,6 +52,9 @@ struct DeviceCapabilities {
   // no staging buffer and no copy.
   bool memory_is_host = false;
   std::vector<std::string> peers;  // devices this one reads and writes directly (NVLink, P2P)
+  // DecodeExponentsAsync works: a packed model's coded tensors are copied as stored and
+  // decoded on the device (pipeline/device_decode.h).
+  bool decodes_exponents = false;
 };
 
 struct DeviceInfo {
@@ -108,6 +113,12 @@ class Device {
                                                               int queue);
   // Whether CopyToPeerAsync to peer works and runs over a direct link.
   virtual bool CanReachPeer(const Device& peer) const;
+  // Starts decoding a packed tensor whose parts lie in this device's memory into t.out there
+  // (pack/exponent_decode_gpu.h), after nothing else: the caller starts it once the parts'
+  // copies have completed. The parts must stay as they are until the handle reports
+  // completion. kUnavailable where the device has no decoder (capabilities'
+  // decodes_exponents).
+  virtual Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t);
   // Copies device memory to host memory and waits for it (used by verify).
   virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
 

@@ -205,6 +205,10 @@ Result<std::unique_ptr<CopyHandle>> Device::CopyToPeerAsync(void* /*dst*/, Devic
 
 bool Device::CanReachPeer(const Device& /*peer*/) const { return false; }
 
+Result<std::unique_ptr<CopyHandle>> Device::DecodeExponentsAsync(const GpuExponentTensor& /*t*/) {
+  return Status::Unavailable(Info().name + " has no decoder of packed tensors");
+}
+
 const char* DeviceKindName(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kHost:

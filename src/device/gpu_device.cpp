@@ -9,6 +9,9 @@
 #include "device/device.h"
 #include "device/gpu_vendor.h"
 #include "device/host_memory.h"
+#if defined(HOIST_GPU_KERNELS)
+#include "pack/exponent_decode_gpu.h"
+#endif
 
 namespace hoist {
 
@@ -99,6 +102,7 @@ class GpuDevice final : public Device {
     if (gpuSetDevice(ordinal_) != gpuSuccess) return;
     for (gpuEvent_t e : free_events_) (void)gpuEventDestroy(e);
     for (gpuStream_t s : streams_) (void)gpuStreamDestroy(s);
+    if (decode_stream_ != nullptr) (void)gpuStreamDestroy(decode_stream_);
   }
 
   DeviceInfo Info() override {
@@ -202,6 +206,21 @@ class GpuDevice final : public Device {
     return std::unique_ptr<CopyHandle>(new GpuCopyHandle(this, event));
   }
 
+#if defined(HOIST_GPU_KERNELS)
+  // On a stream of its own, so that decodes never wait behind the copies of later chunks.
+  Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    std::lock_guard<std::mutex> lock(decode_mutex_);
+    if (decode_stream_ == nullptr) {
+      const gpuError_t err = gpuStreamCreateNonBlocking(&decode_stream_);
+      if (err != gpuSuccess) return GpuStatus(err, name_, "creating the decode stream");
+    }
+    const auto err = static_cast<gpuError_t>(LaunchExponentDecode(t, decode_stream_));
+    if (err != gpuSuccess) return GpuStatus(err, name_, "launching a decode");
+    return CompletionOf(decode_stream_);
+  }
+#endif
+
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     HOIST_RETURN_IF_ERROR(Bind());
     gpuError_t err = gpuMemcpyD2H(dst, src, n);
@@ -279,6 +298,8 @@ class GpuDevice final : public Device {
   std::mutex mutex_;
   std::vector<gpuEvent_t> free_events_;
   std::set<int> peers_enabled_;  // ordinals this device's context may access (under mutex_)
+  std::mutex decode_mutex_;
+  gpuStream_t decode_stream_ = nullptr;  // created with the first decode
 };
 
 }  // namespace
@@ -299,6 +320,9 @@ DeviceInfo DescribeGpu(int ordinal) {
   caps.pageable_copies_can_hang = true;
 #endif
   caps.caches_pinned_memory = true;  // PinnedCache
+#if defined(HOIST_GPU_KERNELS)
+  caps.decodes_exponents = true;
+#endif
   int count = 0;
   if (gpuGetDeviceCount(&count) == gpuSuccess) {
     for (int other = 0; other < count; ++other) {

@@ -9,6 +9,8 @@
 #include "base/units.h"
 #include "device/copy_engine.h"
 #include "device/host_memory.h"
+#include "pack/exponent_code.h"
+#include "pack/exponent_decode_gpu.h"
 
 namespace hoist {
 namespace {
@@ -52,13 +54,17 @@ DeviceInfo SimDeviceInfo(const SimOptions& options) {
   info.capabilities.staging_domain = StagingDomain::kSimPinned;  // it models a DMA engine
   info.capabilities.pageable_copies_can_hang = options.reject_pageable;
   info.capabilities.can_abandon = options.abandon;
+  info.capabilities.decodes_exponents = options.decode;
   return info;
 }
 
 class SimDevice final : public Device {
  public:
   explicit SimDevice(const SimOptions& o) : options_(o) {}
-  Status Start() { return engine_.Start(options_.engines); }
+  Status Start() {
+    HOIST_RETURN_IF_ERROR(engine_.Start(options_.engines));
+    return options_.decode ? decoder_.Start(1) : Status::Ok();
+  }
 
   DeviceInfo Info() override {
     DeviceInfo info = SimDeviceInfo(options_);
@@ -169,6 +175,35 @@ class SimDevice final : public Device {
     });
   }
 
+  // The CPU decoder over the parts in the sim's memory, on its engine, group by group so that
+  // the first corrupt group is the one flagged, as the GPU's kernel flags it.
+  Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t) override {
+    if (!options_.decode) return Device::DecodeExponentsAsync(t);
+    return decoder_.Submit([t, hang = options_.hang_decode]() -> JobResult {
+      if (hang) return {JobOutcome::kHang, {}};
+      const auto w = static_cast<uint64_t>(t.value_bytes);
+      const uint64_t units = (t.values + kUnitValues - 1) / kUnitValues;
+      const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
+      ExponentView view;
+      view.split = FloatSplit{t.value_bytes, t.shift};
+      view.values = t.values;
+      view.group_start_bits = {t.group_start_bits, groups};
+      view.group_checksums = {t.group_checksums, groups};
+      view.unit_bits = {t.unit_bits, units};
+      view.coded = {t.coded, t.coded_bytes};
+      view.rest = {t.rest, t.values * (w - 1)};
+      const std::span<const uint16_t> table(t.table, size_t{1} << kMaxCodeBits);
+      auto* out = static_cast<uint8_t*>(t.out);
+      for (uint64_t g = 0; g < groups; ++g) {
+        if (!DecodeGroups(view, table, g, g + 1, out + g * kGroupValues * w, "sim").ok()) {
+          *t.first_bad_group_plus_one = g + 1;
+          break;
+        }
+      }
+      return {};
+    });
+  }
+
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     const Clock::time_point start = Clock::now();
     std::memcpy(dst, src, n);
@@ -182,6 +217,7 @@ class SimDevice final : public Device {
   bool Abandon() override {
     if (!options_.abandon) return false;  // as a GPU whose copy engine hung
     engine_.Abandon();
+    decoder_.Abandon();
     return true;
   }
 
@@ -249,7 +285,8 @@ class SimDevice final : public Device {
   uint64_t copied_ = 0;
   Clock::time_point link_free_{};
   Clock::time_point peer_link_free_{};
-  CopyEngine engine_;  // last: its threads stop before the state above goes away
+  CopyEngine engine_;   // last: its threads stop before the state above goes away
+  CopyEngine decoder_;  // the device's decoder, apart from its DMA engine
 };
 
 }  // namespace
@@ -307,6 +344,8 @@ constexpr SimOptionRow kSimOptions[] = {
     {"readback_bandwidth", SetRate<&SimOptions::readback_bandwidth>},
     {"peers", SetFlag<&SimOptions::peers>},
     {"abandon", SetFlag<&SimOptions::abandon>},
+    {"decode", SetFlag<&SimOptions::decode>},
+    {"hang_decode", SetFlag<&SimOptions::hang_decode>},
     {"reject_pageable", SetFlag<&SimOptions::reject_pageable>},
     {"latency_us", SetLatency},
     {"mem", SetSize<&SimOptions::mem>},

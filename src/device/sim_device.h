@@ -11,6 +11,10 @@
 //   readback_bandwidth=RATE  device-to-host rate (verify's read-back); default: unlimited
 //   host_bandwidth=RATE  a host-side limit that every sim in the process given the same rate
 //                     shares (the host's memory or root complex feeding several GPU links)
+//   decode=0          decodes no packed tensors (a GPU without the decoder): they are decoded
+//                     on the host as they are read. decode=1 (default): copied as stored and
+//                     decoded by the CPU decoder as the device's (DecodeExponentsAsync)
+//   hang_decode=1     decodes never complete (a hung kernel)
 //   peer_bandwidth=RATE  rate of copies to another sim (the NVLink between GPUs); default
 //                     300GB/s. peers=0: it reaches no other sim directly
 // Sizes take KiB, MiB, GiB, KB, MB, GB.
@@ -39,6 +43,8 @@ struct SimOptions {
   double peer_bandwidth = 300e9;  // bytes per second, to another sim
   bool peers = true;              // copies to other sims directly
   bool abandon = true;            // Abandon() stops its copies (false: a GPU whose engine hung)
+  bool decode = true;             // decodes packed tensors itself
+  bool hang_decode = false;
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;

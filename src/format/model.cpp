@@ -284,7 +284,11 @@ Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) 
 Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
                                            const std::string& path) {
   HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadAnyShape(*storage, path));
-  dir.storage = dir.decoded_view ? dir.decoded_view(storage) : storage;
+  dir.storage = storage;
+  if (dir.decoded_view) {
+    dir.stored_storage = storage;
+    dir.storage = dir.decoded_view(storage);
+  }
   return dir;
 }
 

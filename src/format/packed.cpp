@@ -10,6 +10,7 @@
 
 #include "base/checksum.h"
 #include "format/directory_json.h"
+#include "format/packed_layout.h"
 #include "pack/exponent_code.h"
 
 namespace hoist {
@@ -31,33 +32,6 @@ std::string Hex64(uint64_t v) {
   std::snprintf(text, sizeof text, "%016" PRIx64, v);
   return text;
 }
-
-// One tensor of a packed file, as its reader keeps it.
-struct PackedTensor {
-  std::string name;
-  uint64_t virtual_offset = 0;  // where its decoded bytes lie in the decoded view
-  uint64_t nbytes = 0;
-  bool coded = false;
-  uint64_t data = 0;  // a stored tensor's first byte in the file
-  // A coded one's parts: the indexes in memory, the streams' places in the file.
-  FloatSplit split;
-  uint64_t values = 0;
-  std::vector<uint8_t> code_lengths;
-  std::vector<uint64_t> group_start_bits;
-  std::vector<uint64_t> group_checksums;
-  std::vector<uint16_t> unit_bits;
-  std::vector<uint16_t> table;
-  uint64_t coded_begin = 0;
-  uint64_t coded_end = 0;
-  uint64_t rest_begin = 0;
-  uint64_t rest_end = 0;
-};
-
-struct PackedLayout {
-  std::string path;
-  uint64_t decoded_size = 0;
-  std::vector<PackedTensor> tensors;  // by virtual_offset
-};
 
 // The decoded view of a packed file: reads of the virtual file of decoded tensors decode the
 // groups they cover (on the calling thread); the gaps between tensors read as zeros.
@@ -491,6 +465,18 @@ Status ReadCodedTensor(File& file, const nlohmann::json& j, const TensorEntry& t
                      " starts outside its coded stream or before the block before it");
     }
   }
+  // Every group's units end before the stream's 8 closing bytes, so a decoder that reads a
+  // word ahead (the GPU's) stays inside the stream it was given.
+  for (uint64_t g = 0; g < groups; ++g) {
+    uint64_t end = p->group_start_bits[g];
+    const uint64_t last_unit = std::min(units, (g + 1) * kGroupUnits);
+    for (uint64_t u = g * kGroupUnits; u < last_unit; ++u) end += p->unit_bits[u];
+    if (end > coded_bits - 64) {
+      return Bad(path, unit_bits.first + g * kGroupUnits * 2,
+                 t.name + ": block " + std::to_string(g) +
+                     "'s units run past the end of its coded stream");
+    }
+  }
   HOIST_ASSIGN_OR_RETURN(p->table, DecodingTable(p->code_lengths, path + ": tensor " + t.name));
   p->coded_begin = coded.first;
   p->coded_end = coded.second;
@@ -511,6 +497,7 @@ Result<TensorDirectory> ReadPacked(File& file) {
   dir.metadata = MetadataOf(header);
   auto layout = std::make_shared<PackedLayout>();
   layout->path = path;
+  layout->file_size = file.size();
   uint64_t virtual_at = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const nlohmann::json& j = tensors[i];
@@ -547,6 +534,7 @@ Result<TensorDirectory> ReadPacked(File& file) {
   layout->decoded_size = virtual_at;
   dir.files.push_back({path, virtual_at, file.identity()});
   std::shared_ptr<const PackedLayout> shared = std::move(layout);
+  dir.packed = shared;
   dir.decoded_view = [shared](std::shared_ptr<Storage> inner) -> std::shared_ptr<Storage> {
     return std::make_shared<DecodingStorage>(std::move(inner), shared);
   };

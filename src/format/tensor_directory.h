@@ -15,6 +15,8 @@
 
 namespace hoist {
 
+struct PackedLayout;  // format/packed_layout.h
+
 struct FileEntry {
   std::string path;
   uint64_t size = 0;      // bytes
@@ -56,6 +58,11 @@ struct TensorDirectory {
   // source the files came from, the source that `storage` becomes, which serves `files` as
   // their decoded bytes.
   std::function<std::shared_ptr<Storage>(std::shared_ptr<Storage>)> decoded_view;
+  // A packed model's stored form, for a device that decodes its coded tensors itself
+  // (pipeline/device_decode.h), and the source its file is read from as stored; null for
+  // every other model.
+  std::shared_ptr<const PackedLayout> packed;
+  std::shared_ptr<Storage> stored_storage;
 
   Storage& source() const { return storage ? *storage : *LocalStorage(); }
 

@@ -25,7 +25,7 @@ Status WriteModelFile(const std::string& path, const std::string& header, uint64
     }
   }
   HOIST_RETURN_IF_ERROR(out->Close());
-  dir.files.push_back({path, file_size});
+  dir.files.push_back({path, file_size, {}});
   dir.IndexNames();
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 
 #include "base/platform.h"
 #include "base/threads.h"
+#include "pipeline/device_decode.h"
 #include "pipeline/file_checks.h"
 #include "pipeline/load_job.h"
 #include "pipeline/loader.h"
@@ -590,6 +591,9 @@ Result<std::unique_ptr<LoadedModel>> Load(
   if (devices.empty()) return Status::InvalidArgument("a load needs a device");
   for (const auto& d : devices) {
     if (!d) return Status::InvalidArgument("a load's device is null");
+  }
+  if (DecodesOnDevice(dir, devices, options, read)) {
+    return LoadDecodingOnDevice(dir, devices, options, placement);
   }
   LoadSession session(dir, devices, options, placement, read);
   HOIST_RETURN_IF_ERROR(session.Prepare());

@@ -98,6 +98,9 @@ struct LoadReport {
   // Of read_bytes, the chunks read straight into their tensors in host memory (no staging, no
   // copy: DeviceCapabilities::memory_is_host).
   uint64_t read_into_destination_bytes = 0;
+  // Of tensor_bytes, a packed model's coded tensors copied as stored and decoded on their
+  // device (pipeline/device_decode.h); read_bytes counts their stored bytes.
+  uint64_t decoded_on_device_bytes = 0;
   size_t tensors = 0;
   size_t chunks = 0;
   int threads = 0;

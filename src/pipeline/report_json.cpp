@@ -18,6 +18,7 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
   j["read_bytes"] = r.read_bytes;
   j["gathered_bytes"] = r.gathered_bytes;
   j["read_into_destination_bytes"] = r.read_into_destination_bytes;
+  j["decoded_on_device_bytes"] = r.decoded_on_device_bytes;
   j["wall_s"] = wall;
   j["gbps"] = wall > 0 ? static_cast<double>(r.tensor_bytes) / wall / 1e9 : 0.0;
   j["stream_gbps"] =

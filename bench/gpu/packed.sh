@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine: a packed model against its plain original in one run (the figures of
+# docs/PERFORMANCE.md, "Packed models"). Weights ~ N(0, 0.02) in BF16 (as initialised LLM
+# layers; written with torch on the GPU when it is there, else `hoist make-sample --normal`),
+# packed with `hoist pack`; then the GPU decoder alone against the pinned link, warm and cold
+# loads of both files with the machine's ceilings (`hoist bench --cold`, every load verified),
+# `hoist verify` of the packed file on the GPU (a second decode by the CPU, compared byte for
+# byte), and corrupted copies loaded on the GPU (exit 2 naming the tensor and block).
+# Prepare here: bash scripts/device/prepare.sh; then the device tool with carry [".device"]:
+#   bash bench/gpu/packed.sh .device 16
+# Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt.
+set -uo pipefail
+BIN=${1:-.device}
+GIB=${2:-16}
+DEVICE=${HOIST_DEVICE:-cuda:0}
+OUT=${OUT:-/tmp/hoist-device-out}
+WORK=${HOIST_MODEL_DIR:-/root/hoist-packed}
+PYTHON=${PYTHON:-$( [ -x /opt/torch/.venv/bin/python ] && echo /opt/torch/.venv/bin/python || echo python3)}
+PLAIN=$WORK/normal-bf16.safetensors
+PACKED=$WORK/normal-bf16.hoistpack
+mkdir -p "$OUT" "$WORK"
+log() { echo "== $*" | tee -a "$OUT/log.txt"; }
+
+log "machine"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; free -g
+  "$BIN/hoist" --version; } 2>&1 | tee -a "$OUT/log.txt"
+if [ ! -f "$PLAIN" ]; then
+  log "writing $GIB GiB of BF16 weights ~ N(0, 0.02)"
+  start=$SECONDS
+  if ! "$PYTHON" - "$PLAIN" "$GIB" <<'PY' 2>&1 | tee -a "$OUT/log.txt"; then
+import sys, torch
+from safetensors.torch import save_file
+path, gib = sys.argv[1], int(sys.argv[2])
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+g = torch.Generator(device=dev).manual_seed(27)
+tensors = {f"layers.{i}.weight": (torch.randn(4096, 32768, generator=g, device=dev) * 0.02)
+           .to(torch.bfloat16).cpu() for i in range(gib * 4)}
+tensors["norm.weight"] = torch.ones(4096, dtype=torch.bfloat16)
+save_file(tensors, path)
+PY
+    "$BIN/hoist" make-sample "$PLAIN" --format safetensors --dtypes BF16 --normal --size "${GIB}GiB" 2>&1 | tee -a "$OUT/log.txt"
+  fi
+  log "written in $((SECONDS - start)) s"
+fi
+if [ ! -f "$PACKED" ]; then
+  log "hoist pack"
+  start=$SECONDS
+  "$BIN/hoist" pack "$PLAIN" -o "$PACKED" 2>&1 | tail -3 | tee -a "$OUT/log.txt"
+  log "packed in $((SECONDS - start)) s"
+fi
+ls -l "$PLAIN" "$PACKED" | tee -a "$OUT/log.txt"
+sync
+
+log "the GPU decoder alone, against the pinned link"
+"$BIN/hoist_decode_bench" "$PACKED" 10 2>&1 | tee "$OUT/decode.txt" | tee -a "$OUT/log.txt"
+
+for name in plain packed; do
+  file=$PLAIN; [ "$name" = packed ] && file=$PACKED
+  log "$name: hoist bench --cold --repeat 3 --strategies none"
+  "$BIN/hoist" bench "$file" --device "$DEVICE" --cold --repeat 3 --strategies none \
+    --json "$OUT/bench-$name.json" 2>&1 | tee -a "$OUT/log.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
+done
+
+log "hoist verify of the packed file on $DEVICE"
+"$BIN/hoist" verify "$PACKED" --device "$DEVICE" --json > "$OUT/verify.json" 2>&1
+echo "exit $?" | tee -a "$OUT/log.txt"
+tail -c 600 "$OUT/verify.json" | tee -a "$OUT/log.txt"
+
+for part in coded rest; do
+  log "a corrupted copy (one bit of a $part section flipped) loaded on $DEVICE"
+  BAD=$WORK/corrupt.hoistpack
+  cp "$PACKED" "$BAD"
+  "$PYTHON" - "$BAD" "$part" <<'PY' 2>&1 | tee -a "$OUT/log.txt"
+import json, struct, sys
+path, part = sys.argv[1], sys.argv[2]
+with open(path, "r+b") as f:
+    magic, at, n = struct.unpack("<8sQQ", f.read(24))
+    f.seek(at)
+    header = json.loads(f.read(n))
+    t = next(t for t in header["tensors"] if t["stored"] == "exponent-huffman")
+    where = t["sections"][part][0] + 40000 + 1  # in block 0 of either
+    f.seek(where)
+    b = f.read(1)[0]
+    f.seek(where)
+    f.write(bytes([b ^ 0x10]))
+    print(f"flipped a bit of {t['name']}'s {part} section at byte {where}")
+PY
+  "$BIN/hoist" load "$BAD" --device "$DEVICE" --quiet 2>&1 | tail -2 | tee -a "$OUT/log.txt"
+  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
+  rm -f "$BAD"
+done
+
+"$PYTHON" - "$OUT" <<'PY' | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
+import json, os, sys
+out = sys.argv[1]
+for name in ("plain", "packed"):
+    path = os.path.join(out, f"bench-{name}.json")
+    if not os.path.exists(path):
+        print(f"{name}: no result"); continue
+    j = json.load(open(path))
+    print(f"{name}: ceilings " + ", ".join(f"{k} {v:.2f}" for k, v in j["ceilings"].items()))
+    for r in j["results"]:
+        print(f"{name}: {r['strategy']} {r['mode']} {r['gbps']:.2f} GB/s")
+PY
