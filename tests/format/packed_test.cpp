@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "format/model.h"
+#include "format/packed_checks.h"
 #include "format/sample_model.h"
 #include "pack/exponent_code.h"
 #include "pipeline/load_checks.h"
@@ -39,16 +40,7 @@ class PackedTest : public ::testing::Test {
     return std::move(opened).value();
   }
 
-  // The packed file's JSON header.
-  static nlohmann::json Header(const std::string& path) {
-    const std::vector<unsigned char> bytes = ReadBytes(path);
-    uint64_t at = 0;
-    uint64_t length = 0;
-    std::memcpy(&at, bytes.data() + 8, 8);
-    std::memcpy(&length, bytes.data() + 16, 8);
-    return nlohmann::json::parse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
-                                 bytes.begin() + static_cast<std::ptrdiff_t>(at + length));
-  }
+  static nlohmann::json Header(const std::string& path) { return testing::PackedHeader(path); }
 
   testing::TempDir tmp_;
 };
@@ -111,23 +103,14 @@ TEST_F(PackedTest, ACorruptedBlockIsAnErrorNamingTheTensorAndTheBlock) {
   const TensorDirectory original = Sample("m.safetensors", spec);
   const std::string out = tmp_.File("m.hoistpack");
   ASSERT_TRUE(WritePacked(original, out, 1).ok());
-  const nlohmann::json header = Header(out);
-  std::string name;
-  uint64_t rest_at = 0;
-  for (const auto& t : header["tensors"]) {
-    if (t["stored"] == "exponent-huffman" && t["values"].get<uint64_t>() > 2 * kGroupValues) {
-      name = t["name"];
-      rest_at = t["sections"]["rest"][0].get<uint64_t>() + kGroupValues + 5;  // in block 1
-      break;
-    }
-  }
-  ASSERT_FALSE(name.empty());
+  const testing::KeptByte kept = testing::KeptByteInBlockOne(out);
+  ASSERT_FALSE(kept.tensor.empty());
   std::vector<unsigned char> bytes = ReadBytes(out);
-  bytes[rest_at] ^= 0x20;
+  bytes[kept.at] ^= 0x20;
   WriteBytes(out, bytes);
   const auto r = RunHoist({"load", out, "--device", "host"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find(out + ": tensor " + name +
+  EXPECT_NE(r.err.find(out + ": tensor " + kept.tensor +
                        ", block 1 (values 32768-65535): its decoded "
                        "bytes do not match the recorded checksum (the packed file is "
                        "corrupt)"),

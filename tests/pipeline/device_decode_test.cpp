@@ -7,18 +7,15 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "format/model.h"
 #include "format/packed.h"
+#include "format/packed_checks.h"
 #include "format/sample_model.h"
-#include "pack/exponent_layout.h"
 #include "pipeline/load_checks.h"
 #include "test_util.h"
 
@@ -157,29 +154,14 @@ TEST_F(DeviceDecodeTest, OnTwoDevicesAndForSomeTensors) {
 
 TEST_F(DeviceDecodeTest, ACorruptBlockIsAnErrorNamingTheTensorAndTheBlock) {
   const std::vector<unsigned char> good = ReadBytes(packed_path_);
-  uint64_t at = 0;
-  uint64_t length = 0;
-  std::memcpy(&at, good.data() + 8, 8);
-  std::memcpy(&length, good.data() + 16, 8);
-  const auto header =
-      nlohmann::json::parse(good.begin() + static_cast<std::ptrdiff_t>(at),
-                            good.begin() + static_cast<std::ptrdiff_t>(at + length));
-  std::string name;
-  uint64_t rest_at = 0;
-  for (const auto& t : header["tensors"]) {
-    if (t["stored"] == "exponent-huffman" && t["values"].get<uint64_t>() > 2 * kGroupValues) {
-      name = t["name"];
-      rest_at = t["sections"]["rest"][0].get<uint64_t>() + kGroupValues + 5;  // in block 1
-      break;
-    }
-  }
-  ASSERT_FALSE(name.empty());
+  const testing::KeptByte kept = testing::KeptByteInBlockOne(packed_path_);
+  ASSERT_FALSE(kept.tensor.empty());
   std::vector<unsigned char> bad = good;
-  bad[rest_at] ^= 0x20;
+  bad[kept.at] ^= 0x20;
   WriteBytes(packed_path_, bad);
   const auto r = RunHoist({"load", packed_path_, "--device", "sim"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find(packed_path_ + ": tensor " + name +
+  EXPECT_NE(r.err.find(packed_path_ + ": tensor " + kept.tensor +
                        ", block 1 (values 32768-65535): it does not decode to what its index "
                        "and checksum say, on sim (the packed file is corrupt)"),
             std::string::npos)
