@@ -17,6 +17,7 @@
 #include "cli/load_flags.h"
 #include "cli/progress_meter.h"
 #include "format/directory_json.h"
+#include "format/model.h"
 #include "pipeline/report_json.h"
 
 namespace hoist::cli {
@@ -161,26 +162,72 @@ Runner RegisterLoad(CLI::App& app) {
   };
 }
 
+// The reference `verify --against` compares with: tensor i is the original's tensor of the same
+// name as the loaded directory's tensor i, which must have its dtype, shape and size. A tensor
+// either lacks is an invalid argument naming it.
+Result<TensorDirectory> ReferenceFor(const TensorDirectory& loaded, const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory original, ReadModelDirectory(path));
+  if (original.tensors.size() != loaded.tensors.size()) {
+    return Status::InvalidArgument(path + " has " + std::to_string(original.tensors.size()) +
+                                   " tensors; the model has " +
+                                   std::to_string(loaded.tensors.size()));
+  }
+  TensorDirectory reference;
+  reference.format = original.format;
+  reference.files = original.files;
+  reference.storage = original.storage;
+  for (const TensorEntry& t : loaded.tensors) {
+    const TensorEntry* o = original.Find(t.name);
+    if (o == nullptr) return Status::InvalidArgument(path + " has no tensor " + t.name);
+    if (o->dtype != t.dtype || o->shape != t.shape || o->nbytes != t.nbytes) {
+      return Status::InvalidArgument(path + ": tensor " + t.name + " is " + o->dtype + " of " +
+                                     std::to_string(o->nbytes) + " bytes there, " + t.dtype +
+                                     " of " + std::to_string(t.nbytes) + " bytes in the model");
+    }
+    reference.tensors.push_back(*o);
+  }
+  reference.IndexNames();
+  return reference;
+}
+
 Runner RegisterVerify(CLI::App& app) {
   auto flags = std::make_shared<LoadFlags>();
+  auto against = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
       "verify",
       "Load a model, read every tensor back from the device and compare it with the file");
   AddLoadFlags(cmd, *flags);
-  return [flags]() -> int {
+  cmd->add_option("--against", *against,
+                  "compare with this model's tensors of the same names (the original of a "
+                  "packed or converted copy) instead of the loaded file's")
+      ->type_name("ORIGINAL");
+  return [flags, against]() -> int {
     TensorDirectory model_dir;
     std::optional<CompletedLoad> loaded;
     if (int code = OpenAndLoad(*flags, &model_dir, &loaded); code >= 0) return code;
     const TensorDirectory& dir = loaded->directory();
     LoadedModel* model = &loaded->model();
+    std::optional<TensorDirectory> reference;
+    if (!against->empty()) {
+      if (!loaded->verifiable()) {
+        return ReportOrExitNow(
+            Status::InvalidArgument("a load of regions is checked against its own bytes only"));
+      }
+      auto made = ReferenceFor(dir, *against);
+      if (!made.ok()) return ReportOrExitNow(made.status());
+      reference = std::move(made).value();
+    }
+    const std::string& compared_with = against->empty() ? flags->path : *against;
     if (!flags->quiet) {
-      std::fprintf(stderr, "hoist: verifying %zu tensors against the file\n",
-                   model->report.tensors);
+      std::fprintf(stderr, "hoist: verifying %zu tensors against %s\n", model->report.tensors,
+                   against->empty() ? "the file" : against->c_str());
     }
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;
-    auto mismatches =
-        Verify(*loaded, model->report.threads, kListed, flags->settings.stall_timeout_s);
+    auto mismatches = reference ? Verify(*reference, *model, model->report.threads, kListed,
+                                         flags->settings.stall_timeout_s)
+                                : Verify(*loaded, model->report.threads, kListed,
+                                         flags->settings.stall_timeout_s);
     if (!mismatches.ok()) return ReportOrExitNow(mismatches.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -199,7 +246,7 @@ Runner RegisterVerify(CLI::App& app) {
     }
     if (!mismatches->empty()) {
       std::fprintf(stderr, "hoist: verify failed: %zu or more tensors on %s differ from %s:\n",
-                   mismatches->size(), r.device.c_str(), flags->path.c_str());
+                   mismatches->size(), r.device.c_str(), compared_with.c_str());
       for (const Mismatch& m : *mismatches) {
         std::fprintf(stderr, "  %s: first difference at byte %llu of the tensor (file byte %llu)\n",
                      m.tensor.c_str(), static_cast<unsigned long long>(m.tensor_offset),
@@ -209,9 +256,9 @@ Runner RegisterVerify(CLI::App& app) {
     }
     if (!flags->json) {
       PrintSummary(dir, *model, flags->path);
-      std::printf(
-          "verified %zu tensors (%s) on %s byte for byte against the file in %.3f s: all match\n",
-          r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(), seconds);
+      std::printf("verified %zu tensors (%s) on %s byte for byte against %s in %.3f s: all match\n",
+                  r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(),
+                  against->empty() ? "the file" : against->c_str(), seconds);
     }
     return kExitOk;
   };

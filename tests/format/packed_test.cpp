@@ -196,5 +196,41 @@ TEST_F(PackedTest, TheCliPacksChecksInspectsAndVerifies) {
   EXPECT_EQ(r.err, "hoist: " + out + " is packed already\n");
 }
 
+// verify --against: the loaded packed model, read back from the device, against the original's
+// tensors of the same names, whatever their order or file.
+TEST_F(PackedTest, VerifyComparesTheLoadedPackWithTheOriginal) {
+  SampleSpec spec{"safetensors", 2 << 20};
+  spec.dtypes = {"BF16", "F32"};
+  spec.normal_values = true;
+  const TensorDirectory original = Sample("m.safetensors", spec);
+  const std::string out = tmp_.File("m.hoistpack");
+  ASSERT_TRUE(WritePacked(original, out, 2).ok());
+  for (const char* device : {"host", "sim", "sim:decode=0"}) {
+    const auto r =
+        RunHoist({"verify", out, "--device", device, "--against", tmp_.File("m.safetensors")});
+    EXPECT_EQ(r.exit_code, 0) << device << ": " << r.err;
+    EXPECT_NE(r.out.find("byte for byte against " + tmp_.File("m.safetensors")), std::string::npos)
+        << r.out;
+  }
+  // An original that differs in one byte of its last tensor: that tensor is named.
+  const TensorEntry& last = original.tensors.back();
+  std::vector<unsigned char> changed = ReadBytes(tmp_.File("m.safetensors"));
+  changed[last.offset + 7] ^= 1;
+  WriteBytes(tmp_.File("changed.safetensors"), changed);
+  auto r =
+      RunHoist({"verify", out, "--device", "sim", "--against", tmp_.File("changed.safetensors")});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("differ from " + tmp_.File("changed.safetensors") + ":\n  " + last.name +
+                       ": first difference at byte 7 of the tensor"),
+            std::string::npos)
+      << r.err;
+  // Another model altogether: the first tensor it lacks is named.
+  SampleSpec other{"gguf", 1 << 20};
+  Sample("other.gguf", other);
+  r = RunHoist({"verify", out, "--device", "host", "--against", tmp_.File("other.gguf")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(tmp_.File("other.gguf")), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace hoist
