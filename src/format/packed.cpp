@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include <nlohmann/json.hpp>
 
@@ -93,9 +94,10 @@ class DecodedFile final : public File {
     }
     const uint64_t rest_from = first * kGroupValues * (w - 1);
     const uint64_t rest_to = std::min(t.values, last * kGroupValues) * (w - 1);
-    thread_local std::vector<uint8_t> coded;
-    thread_local std::vector<uint8_t> rest;
-    thread_local std::vector<uint8_t> decoded;
+    const ScratchLease scratch(*this);
+    std::vector<uint8_t>& coded = scratch->coded;
+    std::vector<uint8_t>& rest = scratch->rest;
+    std::vector<uint8_t>& decoded = scratch->decoded;
     coded.resize(coded_to - coded_from);
     rest.resize(rest_to - rest_from);
     HOIST_RETURN_IF_ERROR(
@@ -127,8 +129,42 @@ class DecodedFile final : public File {
     return RawRead{copied, false};
   }
 
+  // A read's buffers, kept for the next read on any thread (not thread_local: MinGW ran a
+  // thread_local's destructor at thread exit over storage already freed).
+  struct Scratch {
+    std::vector<uint8_t> coded;
+    std::vector<uint8_t> rest;
+    std::vector<uint8_t> decoded;
+  };
+  // One Scratch for one read, given back when the read returns, however it returns.
+  class ScratchLease {
+   public:
+    explicit ScratchLease(DecodedFile& file) : file_(file) {
+      std::lock_guard<std::mutex> lock(file_.scratch_mutex_);
+      if (file_.free_scratch_.empty()) {
+        scratch_ = std::make_unique<Scratch>();
+      } else {
+        scratch_ = std::move(file_.free_scratch_.back());
+        file_.free_scratch_.pop_back();
+      }
+    }
+    ~ScratchLease() {
+      std::lock_guard<std::mutex> lock(file_.scratch_mutex_);
+      file_.free_scratch_.push_back(std::move(scratch_));
+    }
+    ScratchLease(const ScratchLease&) = delete;
+    ScratchLease& operator=(const ScratchLease&) = delete;
+    Scratch* operator->() const { return scratch_.get(); }
+
+   private:
+    DecodedFile& file_;
+    std::unique_ptr<Scratch> scratch_;
+  };
+
   std::unique_ptr<File> packed_;
   std::shared_ptr<const PackedLayout> layout_;
+  std::mutex scratch_mutex_;
+  std::vector<std::unique_ptr<Scratch>> free_scratch_;
 };
 
 // The source a packed model is read through: its packed file opens as the decoded view; every
