@@ -111,7 +111,12 @@ struct DeviceSide {
 struct CodedTensor {
   const PackedTensor* packed = nullptr;
   StreamedParts parts;
-  uint64_t index_offset = 0;  // its table's place in its device's index
+  // Its decoding table, group starts, group checksums and unit lengths in its device's index,
+  // each 8-byte aligned.
+  uint64_t table_at = 0;
+  uint64_t starts_at = 0;
+  uint64_t checksums_at = 0;
+  uint64_t unit_bits_at = 0;
   size_t flag = 0;
   unsigned char* scratch = nullptr;  // where its parts stream and are decoded from
 };
@@ -178,17 +183,15 @@ void DecodingLoad::Fail(Status status) {
 Status DecodingLoad::UploadIndex(DeviceSide& side, const std::vector<size_t>& coded) {
   std::vector<unsigned char> blob(side.index_bytes, 0);
   for (size_t i : coded) {
-    const PackedTensor& p = *coded_[i].packed;
-    unsigned char* at = blob.data() + coded_[i].index_offset;
-    auto put = [&](const auto& v) {
-      const size_t n = v.size() * sizeof(v[0]);
-      std::memcpy(at, v.data(), n);
-      at += AlignUp(n, 8);
+    const CodedTensor& c = coded_[i];
+    const PackedTensor& p = *c.packed;
+    auto put = [&](uint64_t at, const auto& v) {
+      std::memcpy(blob.data() + at, v.data(), v.size() * sizeof(v[0]));
     };
-    put(p.table);
-    put(p.group_start_bits);
-    put(p.group_checksums);
-    put(p.unit_bits);
+    put(c.table_at, p.table);
+    put(c.starts_at, p.group_start_bits);
+    put(c.checksums_at, p.group_checksums);
+    put(c.unit_bits_at, p.unit_bits);
   }
   HOIST_ASSIGN_OR_RETURN(void* index, side.device->AllocateDevice(side.index_bytes));
   side.index = static_cast<unsigned char*>(index);
@@ -213,15 +216,7 @@ Status DecodingLoad::UploadIndex(DeviceSide& side, const std::vector<size_t>& co
 }
 
 Status DecodingLoad::Prepare() {
-  std::vector<bool> selected;
-  if (!options_.names.empty()) {
-    selected.assign(dir_.tensors.size(), false);
-    for (const std::string& name : options_.names) {
-      const TensorEntry* t = dir_.Find(name);
-      if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
-      selected[static_cast<size_t>(t - dir_.tensors.data())] = true;
-    }
-  }
+  HOIST_ASSIGN_OR_RETURN(const std::vector<bool> selected, SelectTensors(dir_, options_.names));
   HOIST_ASSIGN_OR_RETURN(
       tensor_layout_,
       LayOutTensors(dir_, selected, Placement{static_cast<uint32_t>(devices_.size()), placement_}));
@@ -257,10 +252,16 @@ Status DecodingLoad::Prepare() {
     for (size_t k = 0; k < coded_on[d].size(); ++k) {
       CodedTensor& c = coded_[coded_on[d][k]];
       c.flag = k;
-      c.index_offset = at;
       const PackedTensor& p = *c.packed;
-      at += AlignUp(p.table.size() * 2, 8) + 16 * p.group_start_bits.size() +
-            AlignUp(p.unit_bits.size() * 2, 8);
+      auto place = [&](uint64_t bytes) {
+        const uint64_t here = at;
+        at += AlignUp(bytes, 8);
+        return here;
+      };
+      c.table_at = place(p.table.size() * 2);
+      c.starts_at = place(p.group_start_bits.size() * 8);
+      c.checksums_at = place(p.group_checksums.size() * 8);
+      c.unit_bits_at = place(p.unit_bits.size() * 2);
     }
     side->index_bytes = at;
     sides_.push_back(std::move(side));
@@ -349,15 +350,11 @@ void DecodingLoad::CarrierLanded(size_t i) {
   }
   const PackedTensor& p = *c.packed;
   DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
-  const unsigned char* index = side.index + c.index_offset;
   GpuExponentTensor t;
-  t.table = reinterpret_cast<const uint16_t*>(index);
-  index += AlignUp(p.table.size() * 2, 8);
-  t.group_start_bits = reinterpret_cast<const uint64_t*>(index);
-  index += 8 * p.group_start_bits.size();
-  t.group_checksums = reinterpret_cast<const uint64_t*>(index);
-  index += 8 * p.group_start_bits.size();
-  t.unit_bits = reinterpret_cast<const uint16_t*>(index);
+  t.table = reinterpret_cast<const uint16_t*>(side.index + c.table_at);
+  t.group_start_bits = reinterpret_cast<const uint64_t*>(side.index + c.starts_at);
+  t.group_checksums = reinterpret_cast<const uint64_t*>(side.index + c.checksums_at);
+  t.unit_bits = reinterpret_cast<const uint16_t*>(side.index + c.unit_bits_at);
   t.coded = c.scratch;
   t.coded_bytes = p.coded_end - p.coded_begin;
   t.rest = c.scratch + c.parts.rest_offset;

@@ -78,7 +78,6 @@ class LoadSession {
   Result<std::unique_ptr<LoadedModel>> TearDown();
 
  private:
-  Status SelectTensors();
   Status OpenFiles();
   Status CreateLanes();
   // Whether the file bytes read exceed the bytes copied by more than a quarter (column slices).
@@ -113,17 +112,6 @@ class LoadSession {
   bool all_exited_ = false;  // else a stuck reader still holds buffers
   SourceCounters source_before_;
 };
-
-Status LoadSession::SelectTensors() {
-  if (options_.names.empty()) return Status::Ok();
-  selected_.assign(dir_.tensors.size(), false);
-  for (const std::string& name : options_.names) {
-    const TensorEntry* t = dir_.Find(name);
-    if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
-    selected_[static_cast<size_t>(t - dir_.tensors.data())] = true;
-  }
-  return Status::Ok();
-}
 
 Status LoadSession::OpenFiles() {
   LoadReport& report = model_->report;
@@ -316,7 +304,7 @@ Status LoadSession::Prepare() {
         " tensors; the model has " + std::to_string(dir_.tensors.size()));
   }
   job_->dir = &dir_;
-  HOIST_RETURN_IF_ERROR(SelectTensors());
+  HOIST_ASSIGN_OR_RETURN(selected_, SelectTensors(dir_, options_.names));
   if (devices_.size() > 1 || !placement_.empty()) model.SetPlacement(placement_);
   Placement placement{static_cast<uint32_t>(devices_.size()), placement_};
   HOIST_ASSIGN_OR_RETURN(layout_, LayOutTensors(dir_, selected_, placement));

@@ -371,6 +371,19 @@ void OrderChunksByDevice(LoadPlan& plan) {
 
 }  // namespace
 
+Result<std::vector<bool>> SelectTensors(const TensorDirectory& dir,
+                                        const std::vector<std::string>& names) {
+  std::vector<bool> selected;
+  if (names.empty()) return selected;
+  selected.assign(dir.tensors.size(), false);
+  for (const std::string& name : names) {
+    const TensorEntry* t = dir.Find(name);
+    if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
+    selected[static_cast<size_t>(t - dir.tensors.data())] = true;
+  }
+  return selected;
+}
+
 Result<TensorLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
                                    const Placement& placement) {
   HOIST_RETURN_IF_ERROR(CheckPlacement(dir, placement));

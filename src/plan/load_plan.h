@@ -112,6 +112,10 @@ struct LoadPlan : TensorLayout, ReadSpec {
   uint64_t read_bytes = 0;  // sum of chunk lengths (tensor bytes plus small gaps)
 };
 
+// Which of dir's tensors `names` select, for LayOutTensors: empty when names is (all of them).
+// kNotFound naming the first name the model lacks.
+Result<std::vector<bool>> SelectTensors(const TensorDirectory& dir,
+                                        const std::vector<std::string>& names);
 // selected: which tensors to load (empty: all). A placement that names a device outside its
 // count, or that does not cover every tensor, is kInvalidArgument.
 Result<TensorLayout> LayOutTensors(const TensorDirectory& dir, const std::vector<bool>& selected,
