@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <regex>
+#include <string_view>
 
 #include "io/http_storage.h"
 #include "io/hub.h"
@@ -24,6 +24,17 @@ std::string ConvertPyTorch(const std::string& path) {
   return "convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
          "st; st.save_file(torch.load('" +
          path + "', weights_only=True), 'model.safetensors')\"";
+}
+
+// SCHEME:// as RFC 3986 spells a scheme: a letter, then letters, digits, '+', '.' and '-'.
+bool HasUrlScheme(std::string_view name) {
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  const size_t end = name.find("://");
+  if (end == std::string_view::npos || end == 0 || !letter(name[0])) return false;
+  const std::string_view scheme = name.substr(0, end);
+  return std::all_of(scheme.begin(), scheme.end(), [&](char c) {
+    return letter(c) || (c >= '0' && c <= '9') || c == '+' || c == '.' || c == '-';
+  });
 }
 
 }  // namespace
@@ -73,14 +84,12 @@ std::string DescribeForeignDirectory(const std::vector<std::string>& files) {
 }
 
 std::string DescribeMissingModel(Storage& storage, const std::string& name) {
-  static const std::regex kUrl("^[a-zA-Z][a-zA-Z0-9+.-]*://.*");
   if (IsHttpUrl(name) || IsS3Url(name)) return {};  // the source's own error says what happened
-  if (std::regex_match(name, kUrl)) {
+  if (HasUrlScheme(name)) {
     return "it is a URL hoist does not read (it reads local files, http://, https://, s3:// and "
            "hf://); download the model first and give hoist the local path";
   }
-  static const std::regex kRepoId("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
-  if (!std::regex_match(name, kRepoId)) return {};
+  if (!IsHubRepoId(name)) return {};
   if (const std::string snapshot = CachedSnapshot(storage, name, "main"); !snapshot.empty()) {
     return "it looks like a Hugging Face repo id, and the Hugging Face cache holds it: name it "
            "hf://" +

@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <regex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "format/foreign_formats.h"
 #include "format/formats.h"
+#include "format/gguf_split_name.h"
 #include "format/json_text.h"
 #include "io/file.h"
 #include "io/hub.h"
@@ -148,26 +149,13 @@ Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string
   return whole;
 }
 
-// "NAME-00001-of-00003.gguf" → ("NAME", 1, 3).
-struct SplitName {
-  std::string prefix;
-  int number = 0;
-  int count = 0;
-};
-bool ParseSplitName(const std::string& path, SplitName* out) {
-  static const std::regex kPattern(R"(^(.*)-(\d{5})-of-(\d{5})\.gguf$)");
-  std::smatch m;
-  if (!std::regex_match(path, m, kPattern)) return false;
-  out->prefix = m[1];
-  out->number = std::stoi(m[2]);
-  out->count = std::stoi(m[3]);
-  return out->count >= 1 && out->number >= 1 && out->number <= out->count;
-}
-
-std::string SplitPath(const std::string& prefix, int number, int count) {
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", number, count);
-  return prefix + suffix;
+// "NAME-00001-of-00003.gguf" → ("NAME", 1, 3), numbered within 1..count.
+std::optional<GgufSplitName> ParseSplitName(const std::string& path) {
+  std::optional<GgufSplitName> split = ParseGgufSplitName(path);
+  if (!split || split->count < 1 || split->number < 1 || split->number > split->count) {
+    return std::nullopt;
+  }
+  return split;
 }
 
 Result<uint64_t> SplitKey(const TensorDirectory& part, const char* key) {
@@ -180,12 +168,12 @@ Result<uint64_t> SplitKey(const TensorDirectory& part, const char* key) {
 }
 
 Result<TensorDirectory> OpenGgufSplits(Storage& storage, const std::string& first,
-                                       const SplitName& split) {
+                                       const GgufSplitName& split) {
   TensorDirectory whole;
   std::unordered_map<std::string, uint32_t> owner;
   uint64_t declared_tensors = 0;
   for (int i = 1; i <= split.count; ++i) {
-    const std::string path = SplitPath(split.prefix, i, split.count);
+    const std::string path = GgufSplitPath(split.prefix, i, split.count);
     HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, path));
     if (part.format != "gguf") return Status::InvalidModel(path, 0, "split file is not GGUF");
     HOIST_ASSIGN_OR_RETURN(uint64_t no, SplitKey(part, "split.no"));
@@ -242,10 +230,9 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) 
     return whole;
   }
   if (gguf.size() == 1) return ReadAnyShape(storage, gguf[0]);
-  SplitName split;
-  if (!gguf.empty() && ParseSplitName(gguf[0], &split) && split.number == 1 &&
-      gguf.size() == static_cast<size_t>(split.count)) {
-    return OpenGgufSplits(storage, gguf[0], split);
+  const std::optional<GgufSplitName> split = gguf.empty() ? std::nullopt : ParseSplitName(gguf[0]);
+  if (split && split->number == 1 && gguf.size() == static_cast<size_t>(split->count)) {
+    return OpenGgufSplits(storage, gguf[0], *split);
   }
   if (gguf.empty()) {
     const std::string instead = DescribeForeignDirectory(names);
@@ -268,13 +255,12 @@ Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) 
   const EntryType type = *type_or;
   if (type == EntryType::kDirectory) return OpenDirectory(storage, path);
   if (path.ends_with(".json")) return OpenSafetensorsIndex(storage, path);
-  SplitName split;
-  if (path.ends_with(".gguf") && ParseSplitName(path, &split)) {
-    if (split.number != 1) {
+  if (const std::optional<GgufSplitName> split = ParseSplitName(path)) {
+    if (split->number != 1) {
       return Status::InvalidArgument(path + ": name the first split (" +
-                                     SplitPath(split.prefix, 1, split.count) + ")");
+                                     GgufSplitPath(split->prefix, 1, split->count) + ")");
     }
-    if (split.count > 1) return OpenGgufSplits(storage, path, split);
+    if (split->count > 1) return OpenGgufSplits(storage, path, *split);
   }
   return ReadOneFile(storage, path);
 }

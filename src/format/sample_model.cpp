@@ -4,11 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <regex>
+#include <optional>
 
 #include "base/units.h"
 #include "format/dtypes.h"
 #include "format/gguf.h"
+#include "format/gguf_split_name.h"
 #include "format/safetensors.h"
 
 namespace hoist {
@@ -76,12 +77,17 @@ std::vector<SampleTensor> Layout(const SampleSpec& spec) {
 // GGUF shards are NAME-0000i-of-0000N.gguf beside path; safetensors shards are
 // model-0000i-of-0000N.safetensors beside the index at path.
 std::string ShardPath(const std::string& path, const SampleSpec& spec, int index) {
-  char suffix[48];
   if (spec.format == "gguf") {
-    static const std::regex kSplitOrExtension(R"((-\d{5}-of-\d{5})?\.gguf$)");
-    std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", index + 1, spec.shards);
-    return std::regex_replace(path, kSplitOrExtension, "") + suffix;
+    // The prefix of a split's name or of a ".gguf" name, else the whole path.
+    std::string prefix = path;
+    if (const std::optional<GgufSplitName> split = ParseGgufSplitName(path)) {
+      prefix = split->prefix;
+    } else if (path.ends_with(".gguf")) {
+      prefix.resize(path.size() - 5);
+    }
+    return GgufSplitPath(prefix, index + 1, spec.shards);
   }
+  char suffix[48];
   std::snprintf(suffix, sizeof suffix, "model-%05d-of-%05d.safetensors", index + 1, spec.shards);
   return (std::filesystem::path(path).parent_path() / suffix).string();
 }

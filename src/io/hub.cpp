@@ -1,20 +1,41 @@
 #include "io/hub.h"
 
 #include <algorithm>
-#include <regex>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/platform.h"
+#include "format/gguf_split_name.h"
 #include "io/http_storage.h"
 
 namespace hoist {
 namespace {
 
-bool IsCommit(const std::string& revision) {
-  static const std::regex kCommit("^[0-9a-f]{40}$");
-  return std::regex_match(revision, kCommit);
+bool IsCommit(std::string_view revision) {
+  return revision.size() == 40 && std::all_of(revision.begin(), revision.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+bool IsAsciiAlnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// A repo name's half: a letter or digit, then letters, digits, '_', '.' and '-'.
+bool IsRepoPart(std::string_view part) {
+  return !part.empty() && IsAsciiAlnum(part[0]) &&
+         std::all_of(part.begin(), part.end(),
+                     [](char c) { return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+// A branch, tag or commit: letters, digits, '_', '.', '/' and '-'.
+bool IsRevision(std::string_view revision) {
+  return !revision.empty() && std::all_of(revision.begin(), revision.end(), [](char c) {
+    return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
+  });
 }
 
 // The file of the listing the hub loads a model from, or "".
@@ -24,11 +45,12 @@ std::string ModelFile(const std::vector<std::string>& files) {
   }
   std::vector<std::string> safetensors;
   std::vector<std::string> gguf;
-  static const std::regex kLaterSplit(R"(-000(0[2-9]|[1-9]\d)-of-\d{5}\.gguf$)");
   for (const std::string& f : files) {
     if (f.find('/') != std::string::npos) continue;  // the repo's top level only
     if (f.ends_with(".safetensors")) safetensors.push_back(f);
-    if (f.ends_with(".gguf") && !std::regex_search(f, kLaterSplit)) gguf.push_back(f);
+    const std::optional<GgufSplitName> split = ParseGgufSplitName(f);
+    const bool later_split = split && split->number >= 2;
+    if (f.ends_with(".gguf") && !later_split) gguf.push_back(f);
   }
   if (safetensors.size() == 1) return safetensors[0];
   if (safetensors.empty() && gguf.size() == 1) return gguf[0];
@@ -37,19 +59,24 @@ std::string ModelFile(const std::vector<std::string>& files) {
 
 }  // namespace
 
+bool IsHubRepoId(std::string_view name) {
+  const size_t slash = name.find('/');
+  return slash != std::string_view::npos && IsRepoPart(name.substr(0, slash)) &&
+         IsRepoPart(name.substr(slash + 1));
+}
+
 Result<std::optional<HubName>> ParseHubName(std::string_view name) {
   if (name.rfind("hf://", 0) != 0) return std::optional<HubName>();
-  static const std::regex kName(
-      R"(^hf://([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*)(@([A-Za-z0-9_./-]+))?$)");
-  std::smatch m;
-  const std::string text(name);
-  if (!std::regex_match(text, m, kName)) {
-    return Status::InvalidArgument(text +
+  const std::string_view rest = name.substr(5);
+  const size_t at = rest.find('@');
+  const std::string_view repo = rest.substr(0, at);
+  if (!IsHubRepoId(repo) || (at != std::string_view::npos && !IsRevision(rest.substr(at + 1)))) {
+    return Status::InvalidArgument(std::string(name) +
                                    ": not a Hugging Face repo id (hf://ORG/NAME[@REVISION])");
   }
   HubName hub;
-  hub.repo = m[1];
-  if (m[3].matched) hub.revision = m[3];
+  hub.repo = std::string(repo);
+  if (at != std::string_view::npos) hub.revision = std::string(rest.substr(at + 1));
   return std::optional<HubName>(hub);
 }
 

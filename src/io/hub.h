@@ -18,6 +18,10 @@ struct HubName {
   std::string revision = "main";  // a branch, a tag or a commit
 };
 
+// ORG/NAME as the hub spells repo ids: each half a letter or digit, then letters, digits, '_',
+// '.' and '-'.
+bool IsHubRepoId(std::string_view name);
+
 // The repo and revision of an hf:// name; nullopt for another name. kInvalidArgument for an
 // hf:// name that is not ORG/NAME[@REVISION].
 Result<std::optional<HubName>> ParseHubName(std::string_view name);

@@ -3,13 +3,23 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
-#include <regex>
+#include <utility>
 
 #include "base/platform.h"
 #include "io/storage.h"
 
 namespace hoist {
 namespace {
+
+// S3's rule for a bucket: 3 to 63 lowercase letters, digits, dots and hyphens, beginning and
+// ending with a letter or digit.
+bool IsBucketName(std::string_view name) {
+  auto letter_or_digit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  return name.size() >= 3 && name.size() <= 63 && letter_or_digit(name.front()) &&
+         letter_or_digit(name.back()) && std::all_of(name.begin(), name.end(), [&](char c) {
+           return letter_or_digit(c) || c == '.' || c == '-';
+         });
+}
 
 // S3's URI encoding: every byte but the unreserved ones (and '/' in a key) as %XX, upper case.
 std::string UriEncode(std::string_view text, bool keep_slash) {
@@ -84,8 +94,9 @@ std::string FirstOf(std::initializer_list<const char*> variables) {
 // The text between <tag> and </tag> from `from`, XML's five entities decoded; nullopt when
 // absent. `from` moves past the element.
 std::optional<std::string> Element(std::string_view xml, std::string_view tag, size_t* from) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
+  // Appended, not "<" + std::string(tag): GCC 12 at -O3 warns falsely (-Wrestrict) on that.
+  const std::string open = std::string("<").append(tag).append(">");
+  const std::string close = std::string("</").append(tag).append(">");
   const size_t begin = xml.find(open, *from);
   if (begin == std::string_view::npos) return std::nullopt;
   const size_t end = xml.find(close, begin + open.size());
@@ -134,8 +145,7 @@ Result<S3Object> ParseS3Name(std::string_view name) {
   S3Object object;
   object.bucket = std::string(rest.substr(0, slash));
   if (slash != std::string_view::npos) object.key = std::string(rest.substr(slash + 1));
-  static const std::regex kBucket(R"(^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$)");
-  if (!std::regex_match(object.bucket, kBucket)) {
+  if (!IsBucketName(object.bucket)) {
     return Status::InvalidArgument(text + ": '" + object.bucket +
                                    "' is not an S3 bucket name (3 to 63 lowercase letters, "
                                    "digits, dots and hyphens; s3://BUCKET/KEY)");
@@ -205,29 +215,39 @@ std::string S3ListUrl(const S3Config& config, const std::string& bucket, const s
   return url + "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, false);
 }
 
+namespace {
+
+// The <child> text of every <parent> element, in order; each looked for inside its parent only.
+Result<std::vector<std::string>> ChildOfEach(std::string_view xml, std::string_view parent,
+                                             std::string_view child) {
+  const std::string open = std::string("<").append(parent).append(">");
+  const std::string close = std::string("</").append(parent).append(">");
+  std::vector<std::string> values;
+  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at)) {
+    const size_t end = xml.find(close, at);
+    size_t from = 0;
+    std::optional<std::string> value = end == std::string_view::npos
+                                           ? std::nullopt
+                                           : Element(xml.substr(at, end - at), child, &from);
+    if (!value) {
+      return Status::IoError(
+          std::string("a listing's ").append(open).append(" has no <").append(child).append(">"));
+    }
+    values.push_back(std::move(*value));
+    at = end + close.size();
+  }
+  return values;
+}
+
+}  // namespace
+
 Result<S3Listing> ParseS3Listing(std::string_view xml) {
   if (xml.find("<ListBucketResult") == std::string_view::npos) {
     return Status::IoError("the answer to a listing is not a ListBucketResult");
   }
   S3Listing listing;
-  size_t at = 0;
-  while (true) {
-    size_t contents = xml.find("<Contents>", at);
-    if (contents == std::string_view::npos) break;
-    std::optional<std::string> key = Element(xml, "Key", &contents);
-    if (!key) return Status::IoError("a listing's <Contents> has no <Key>");
-    listing.keys.push_back(*key);
-    at = contents;
-  }
-  at = 0;
-  while (true) {
-    size_t common = xml.find("<CommonPrefixes>", at);
-    if (common == std::string_view::npos) break;
-    std::optional<std::string> prefix = Element(xml, "Prefix", &common);
-    if (!prefix) return Status::IoError("a listing's <CommonPrefixes> has no <Prefix>");
-    listing.prefixes.push_back(*prefix);
-    at = common;
-  }
+  HOIST_ASSIGN_OR_RETURN(listing.keys, ChildOfEach(xml, "Contents", "Key"));
+  HOIST_ASSIGN_OR_RETURN(listing.prefixes, ChildOfEach(xml, "CommonPrefixes", "Prefix"));
   size_t from = 0;
   if (Element(xml, "IsTruncated", &from).value_or("false") == "true") {
     from = 0;

@@ -24,6 +24,7 @@
 #include "format/model.h"
 #include "format/sample_model.h"
 #include "io/http_storage.h"
+#include "io/hub.h"
 #include "io/loopback.h"
 #include "pipeline/load_checks.h"
 #include "test_util.h"
@@ -37,6 +38,7 @@ using testing::ExpectByteExact;
 using testing::FreePort;
 using testing::Run;
 using testing::RunHoist;
+using testing::ServerProcess;
 using testing::Spawn;
 
 // nginx serving `root` over HTTP and HTTPS on two free loopback ports, as a foreground process
@@ -63,7 +65,7 @@ class Nginx {
     conf.close();
     std::filesystem::create_directories(dir + "/root");
     std::filesystem::create_directories(dir + "/tmp");
-    pid_ = Spawn({HOIST_NGINX, "-c", dir + "/nginx.conf", "-p", dir, "-e", dir + "/error.log"});
+    process_.Start({HOIST_NGINX, "-c", dir + "/nginx.conf", "-p", dir, "-e", dir + "/error.log"});
     for (int i = 0; i < 200 && ok_; ++i) {  // up to 10 s for it to listen
       const int s = Connect(http_);
       if (s >= 0) {
@@ -74,16 +76,7 @@ class Nginx {
     }
     ok_ = false;
   }
-  ~Nginx() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  Nginx(const Nginx&) = delete;
-  Nginx& operator=(const Nginx&) = delete;
-
-  bool ok() const { return ok_ && pid_ > 0; }
+  bool ok() const { return ok_ && process_.started(); }
   std::string root() const { return dir_ + "/root"; }
   std::string http(const std::string& name) const {
     return "http://127.0.0.1:" + std::to_string(http_) + "/" + name;
@@ -99,8 +92,8 @@ class Nginx {
   std::string cert_;
   int http_ = -1;
   int https_ = -1;
-  pid_t pid_ = -1;
   bool ok_ = false;
+  ServerProcess process_;  // last: stopped first
 };
 
 // What the proxy does to the responses it relays.
@@ -295,6 +288,25 @@ class HttpStorageTest : public ::testing::Test {
   testing::TempDir tmp_;
   std::unique_ptr<Nginx> server_;
 };
+
+TEST(HubNames, RepoIdsAndRevisionsFollowTheHubsRules) {
+  auto name = ParseHubName("hf://Qwen/Qwen2.5-0.5B_v1.1@refs/pr/3");
+  ASSERT_TRUE(name.ok() && name->has_value());
+  EXPECT_EQ((*name)->repo, "Qwen/Qwen2.5-0.5B_v1.1");
+  EXPECT_EQ((*name)->revision, "refs/pr/3");
+  name = ParseHubName("hf://org/name");
+  ASSERT_TRUE(name.ok() && name->has_value());
+  EXPECT_EQ((*name)->revision, "main");
+  EXPECT_FALSE(ParseHubName("./org/name")->has_value());
+  for (const char* bad : {"hf://org", "hf://org/", "hf:///name", "hf://org/name/extra",
+                          "hf://-org/name", "hf://org/.name", "hf://org/na me", "hf://org/name@",
+                          "hf://org/name@a b", "hf://org/name@x@y"}) {
+    EXPECT_EQ(ParseHubName(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_TRUE(IsHubRepoId("a/b"));
+  EXPECT_FALSE(IsHubRepoId("a/b/c"));
+  EXPECT_FALSE(IsHubRepoId("ab"));
+}
 
 TEST_F(HttpStorageTest, EveryShapeOfModelLoadsByteExactOverHttpAndHttps) {
   struct Case {

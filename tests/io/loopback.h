@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -62,6 +63,30 @@ inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& out 
   posix_spawn_file_actions_destroy(&actions);
   return error == 0 ? pid : -1;
 }
+
+// A server this object starts and, when it ends, stops (SIGTERM, then waited for).
+class ServerProcess {
+ public:
+  ServerProcess() = default;
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  // As Spawn; false when it cannot start.
+  bool Start(const std::vector<std::string>& argv, const std::string& out = "") {
+    pid_ = Spawn(argv, out);
+    return pid_ > 0;
+  }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
 
 // Runs argv to its end: its exit code, or -1.
 inline int Run(const std::vector<std::string>& argv, const std::string& out = "") {

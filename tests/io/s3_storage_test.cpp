@@ -32,7 +32,7 @@ using testing::Connect;
 using testing::Device;
 using testing::ExpectByteExact;
 using testing::RunHoist;
-using testing::Spawn;
+using testing::ServerProcess;
 
 // The reference server as a child process this object stops.
 class S3Server {
@@ -40,8 +40,8 @@ class S3Server {
   explicit S3Server(const std::string& dir) {
     std::filesystem::create_directories(dir + "/objects");
     const std::string out = dir + "/server.out";
-    pid_ = Spawn({HOIST_NODE, HOIST_S3_SERVER, dir + "/objects", "models"}, out);
-    for (int i = 0; i < 300 && pid_ > 0; ++i) {  // up to 15 s for it to listen
+    process_.Start({HOIST_NODE, HOIST_S3_SERVER, dir + "/objects", "models"}, out);
+    for (int i = 0; i < 300 && process_.started(); ++i) {  // up to 15 s for it to listen
       std::ifstream in(out);
       std::string word;
       if (in >> word >> port_ && word == "port") return;
@@ -49,16 +49,7 @@ class S3Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
-  ~S3Server() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  S3Server(const S3Server&) = delete;
-  S3Server& operator=(const S3Server&) = delete;
-
-  bool ok() const { return pid_ > 0 && port_ > 0; }
+  bool ok() const { return process_.started() && port_ > 0; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   // How many requests passed the signature check and how many were refused.
@@ -83,7 +74,7 @@ class S3Server {
   }
 
  private:
-  pid_t pid_ = -1;
+  ServerProcess process_;
   int port_ = -1;
 };
 

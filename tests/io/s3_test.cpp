@@ -54,6 +54,15 @@ TEST(S3Answers, ListingsAndErrorsAreRead) {
                 .code(),
             Code::kIoError);
   EXPECT_EQ(ParseS3Listing("<html>").status().code(), Code::kIoError);
+  // A <Contents> without its <Key> is refused, not given the next one's.
+  EXPECT_EQ(ParseS3Listing("<ListBucketResult><Contents><Size>1</Size></Contents>"
+                           "<Contents><Key>m/c.json</Key></Contents></ListBucketResult>")
+                .status()
+                .message(),
+            "a listing's <Contents> has no <Key>");
+  EXPECT_EQ(
+      ParseS3Listing("<ListBucketResult><CommonPrefixes><Prefix>p/</Prefix>").status().message(),
+      "a listing's <CommonPrefixes> has no <Prefix>");
   EXPECT_EQ(S3ErrorSummary("<Error><Code>NoSuchKey</Code><Message>The specified key does not "
                            "exist.</Message></Error>"),
             "NoSuchKey: The specified key does not exist.");
