@@ -2,7 +2,8 @@
  *
  * The C API is the stable interface for engines. Every call that can fail returns a
  * hoist_status; hoist_last_error() then gives the message (file, byte offset, tensor,
- * device, stage) for the calling thread. No exception crosses this API.
+ * device, stage) for the calling thread, valid until that thread's next failing call and cut
+ * to 4095 bytes at most. No exception crosses this API.
  *
  * Options out of their bounds (below) are refused with HOIST_INVALID_ARGUMENT before anything
  * is opened. A model file replaced or written to after hoist_model_open is reported as

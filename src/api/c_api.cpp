@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,13 +34,29 @@ struct hoist_loaded {
 
 namespace {
 
-thread_local std::string g_last_error;
+// The calling thread's last message, in a plain array: MinGW runs a thread_local's destructor
+// at thread exit over storage already freed, so what each engine thread keeps owns no memory.
+constexpr size_t kLastErrorCapacity = 4096;
+thread_local char g_last_error[kLastErrorCapacity];
+
+// A longer message is cut at a character boundary and ends in "...".
+void KeepLastError(std::string_view message) {
+  size_t n = message.size();
+  const bool cut = n >= kLastErrorCapacity;
+  if (cut) {
+    n = kLastErrorCapacity - 4;
+    while (n > 0 && (static_cast<unsigned char>(message[n]) & 0xC0) == 0x80) --n;
+  }
+  std::memcpy(g_last_error, message.data(), n);
+  if (cut) std::memcpy(g_last_error + n, "...", 3);
+  g_last_error[cut ? n + 3 : n] = '\0';
+}
 
 // hoist_load_options as hoist 0.1 defined it: up to and including progress_user.
 constexpr size_t kLoadOptionsV1Size = offsetof(hoist_load_options, tensor_loaded);
 
 hoist_status Fail(const hoist::Status& status) {
-  g_last_error = status.message();
+  KeepLastError(status.message());
   return static_cast<hoist_status>(hoist::RowOf(status.code()).c_status);
 }
 
@@ -528,7 +545,7 @@ void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
 
 void hoist_release_cached_memory(void) { hoist::ReleaseCachedMemory(); }
 
-const char* hoist_last_error(void) { return g_last_error.c_str(); }
+const char* hoist_last_error(void) { return g_last_error; }
 
 const char* hoist_version(void) { return hoist::Version(); }
 

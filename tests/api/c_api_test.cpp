@@ -58,6 +58,29 @@ TEST(CApiTest, OpensListsLoadsAndVerifies) {
   hoist_model_close(model);
 }
 
+// Each thread keeps its own last message, a thread that failed can exit (MinGW once crashed
+// there, destroying a thread_local), and a message past the buffer is cut, not overrun.
+TEST(CApiTest, LastErrorIsPerThreadAndBounded) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open("/nonexistent-main.gguf", &model), HOIST_NOT_FOUND);
+  std::string from_thread;
+  std::thread other([&] {
+    hoist_model* m = nullptr;
+    EXPECT_EQ(hoist_model_open("/nonexistent-thread.gguf", &m), HOIST_NOT_FOUND);
+    from_thread = hoist_last_error();
+  });
+  other.join();
+  EXPECT_NE(from_thread.find("/nonexistent-thread.gguf"), std::string::npos) << from_thread;
+  EXPECT_NE(std::strstr(hoist_last_error(), "/nonexistent-main.gguf"), nullptr);
+
+  const std::string long_path = "/nonexistent-" + std::string(6000, 'x') + ".gguf";
+  EXPECT_NE(hoist_model_open(long_path.c_str(), &model), HOIST_OK);
+  const std::string cut = hoist_last_error();
+  EXPECT_EQ(cut.size(), 4095u);
+  EXPECT_EQ(cut.substr(cut.size() - 3), "...");
+  EXPECT_NE(cut.find("/nonexistent-xxx"), std::string::npos) << cut.substr(0, 200);
+}
+
 TEST(CApiTest, ErrorsCarryCodesAndMessages) {
   hoist_model* model = nullptr;
   EXPECT_EQ(hoist_model_open("/nonexistent.gguf", &model), HOIST_NOT_FOUND);
