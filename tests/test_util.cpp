@@ -1,6 +1,11 @@
 #include "test_util.h"
 
-#ifndef _WIN32
+#ifdef _WIN32
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#else
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -80,11 +85,54 @@ void WriteBytes(const std::string& path, const std::vector<unsigned char>& bytes
 
 namespace {
 #ifdef _WIN32
-// cmd.exe: double quotes around each word (the tests pass no double quotes inside one).
+// Double quotes around each word, as the C runtime splits a command line (the tests pass no
+// double quote inside one, nor a word ending in a backslash).
 std::string Quote(const std::string& s) {
   std::string q(1, '"');
   q.append(s).push_back('"');
   return q;
+}
+
+// A file the child inherits as a standard stream.
+HANDLE InheritableFile(const std::string& path, DWORD access, DWORD disposition) {
+  SECURITY_ATTRIBUTES inherit{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
+  return CreateFileA(path.c_str(), access, FILE_SHARE_READ | FILE_SHARE_WRITE, &inherit,
+                     disposition, FILE_ATTRIBUTE_NORMAL, nullptr);
+}
+
+// Runs a command line by CreateProcess, not cmd.exe: under wine, cmd now and then failed to
+// start the program ("Can't recognize ... as an internal or external command", exit 9009).
+// The exit code, or -1 with the reason appended to `err` when it could not start.
+int RunDirectly(const std::string& command_line, const std::string& out, const std::string& err) {
+  HANDLE streams[3] = {InheritableFile("NUL", GENERIC_READ, OPEN_EXISTING),
+                       InheritableFile(out, GENERIC_WRITE, CREATE_ALWAYS),
+                       InheritableFile(err, GENERIC_WRITE, CREATE_ALWAYS)};
+  STARTUPINFOA startup{};
+  startup.cb = sizeof startup;
+  startup.dwFlags = STARTF_USESTDHANDLES;
+  startup.hStdInput = streams[0];
+  startup.hStdOutput = streams[1];
+  startup.hStdError = streams[2];
+  PROCESS_INFORMATION process{};
+  std::string line = command_line;  // CreateProcessA may write into it
+  const BOOL started = CreateProcessA(nullptr, line.data(), nullptr, nullptr, TRUE, 0, nullptr,
+                                      nullptr, &startup, &process);
+  const DWORD error = started ? 0 : GetLastError();
+  DWORD code = 0;
+  if (started) {
+    WaitForSingleObject(process.hProcess, INFINITE);
+    GetExitCodeProcess(process.hProcess, &code);
+    CloseHandle(process.hThread);
+    CloseHandle(process.hProcess);
+  }
+  for (HANDLE h : streams) {
+    if (h != INVALID_HANDLE_VALUE) CloseHandle(h);
+  }
+  if (!started) {
+    std::ofstream(err, std::ios::app) << "CreateProcess failed: error " << error << "\n";
+    return -1;
+  }
+  return static_cast<int>(code);
 }
 #else
 std::string Quote(const std::string& s) {
@@ -110,15 +158,12 @@ CommandResult RunHoist(const std::vector<std::string>& args) {
   TempDir dir;
   std::string command = Quote(HOIST_CLI);
   for (const std::string& a : args) command.append(" ").append(Quote(a));
-  command.append(" >").append(Quote(dir.File("out")));
-  command.append(" 2>").append(Quote(dir.File("err")));
   CommandResult result;
 #ifdef _WIN32
-  // cmd /c strips one pair of quotes around the whole line.
-  command.insert(command.begin(), '"');
-  command.append(" <NUL\"");
-  result.exit_code = std::system(command.c_str());  // NOLINT(cert-env33-c)
+  result.exit_code = RunDirectly(command, dir.File("out"), dir.File("err"));
 #else
+  command.append(" >").append(Quote(dir.File("out")));
+  command.append(" 2>").append(Quote(dir.File("err")));
   command += " </dev/null";
   const int status = std::system(command.c_str());  // NOLINT(cert-env33-c)
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
