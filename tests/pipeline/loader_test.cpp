@@ -2,13 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <ostream>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -57,55 +61,69 @@ TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
   }
 }
 
-TEST(LoaderTest, MixedDtypeModelsAcrossThreadsChunksAndBudgets) {
+// Mixed-dtype models loaded across reader counts, chunk sizes and staging budgets, byte-exact.
+// One test per model, device and configuration, so that ctest runs them side by side.
+struct SweepConfig {
+  const char* name;
+  int threads;
+  uint64_t chunk;
+  uint64_t staging;
+};
+constexpr SweepConfig kSweepConfigs[] = {
+    {"OneReader", 1, 8 << 20, 256 << 20},
+    {"ManyReaders", 8, 8 << 20, 256 << 20},
+    {"TinyChunks", 4, 4096, 64 << 10},
+    {"ChunksLargerThanAnyTensor", 4, 64 << 20, 256 << 20},
+    {"ABudgetSmallerThanOneTensor", 3, 1 << 20, 1 << 20},
+    {"TheDefaultBudget", 6, 1 << 20, 0},  // two chunks per reader
+};
+
+// How ctest's test names show a configuration.
+void PrintTo(const SweepConfig& c, std::ostream* os) { *os << c.name; }
+
+using SweepParam = std::tuple<std::string /*format*/, std::string /*device*/, SweepConfig>;
+
+class MixedDtypeSweep : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(MixedDtypeSweep, LoadsByteExactWithinItsStagingBudget) {
+  const auto& [format, device, c] = GetParam();
   testing::TempDir tmp;
-  SampleSpec gguf;
-  gguf.target_bytes = 24 << 20;
-  gguf.dtypes = {"F16", "Q8_0", "Q4_K", "BF16", "IQ2_XXS", "F32"};
-  SampleSpec shards;
-  shards.format = "safetensors";
-  shards.target_bytes = 24 << 20;
-  shards.shards = 3;
-  shards.dtypes = {"BF16", "F32", "F8_E4M3", "I8"};
-  std::vector<TensorDirectory> models = {Sample(tmp, "m.gguf", gguf),
-                                         Sample(tmp, "model.safetensors.index.json", shards)};
-  struct Config {
-    int threads;
-    uint64_t chunk;
-    uint64_t staging;
-  };
-  const Config configs[] = {
-      {1, 8 << 20, 256 << 20},   // one reader
-      {8, 8 << 20, 256 << 20},   // many readers
-      {4, 4096, 64 << 10},       // tiny chunks
-      {4, 64 << 20, 256 << 20},  // chunks larger than any tensor
-      {3, 1 << 20, 1 << 20},     // a budget smaller than one tensor
-      {6, 1 << 20, 0},           // the default budget: two chunks per reader
-  };
-  for (const TensorDirectory& dir : models) {
-    ASSERT_GT(dir.tensors.size(), 20u);
-    for (const std::string device : {"host", "sim"}) {
-      for (const Config& c : configs) {
-        SCOPED_TRACE(dir.files[0].path + " on " + device + " threads=" + std::to_string(c.threads) +
-                     " chunk=" + std::to_string(c.chunk) + " staging=" + std::to_string(c.staging));
-        LoadOptions o;
-        o.threads = c.threads;
-        o.chunk_bytes = c.chunk;
-        o.staging_bytes = c.staging;
-        o.checksum = true;
-        auto d = Device(device);
-        auto model = Load(dir, d, o);
-        ASSERT_TRUE(model.ok()) << model.status().ToString();
-        const uint64_t budget =
-            c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
-        EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers,
-                  std::max<uint64_t>(budget, 2 * 4096));
-        EXPECT_EQ(d->live_pinned_allocations(), 0u);  // the staging pool is gone
-        ExpectByteExact(dir, **model);
-      }
-    }
+  SampleSpec spec;
+  spec.target_bytes = 24 << 20;
+  std::string name = "m.gguf";
+  if (format == "gguf") {
+    spec.dtypes = {"F16", "Q8_0", "Q4_K", "BF16", "IQ2_XXS", "F32"};
+  } else {
+    spec.format = "safetensors";
+    spec.shards = 3;
+    spec.dtypes = {"BF16", "F32", "F8_E4M3", "I8"};
+    name = "model.safetensors.index.json";
   }
+  const TensorDirectory dir = Sample(tmp, name, spec);
+  ASSERT_GT(dir.tensors.size(), 20u);
+  LoadOptions o;
+  o.threads = c.threads;
+  o.chunk_bytes = c.chunk;
+  o.staging_bytes = c.staging;
+  o.checksum = true;
+  auto d = Device(device);
+  auto model = Load(dir, d, o);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const uint64_t budget = c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
+  EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers,
+            std::max<uint64_t>(budget, 2 * 4096));
+  EXPECT_EQ(d->live_pinned_allocations(), 0u);  // the staging pool is gone
+  ExpectByteExact(dir, **model);
 }
+
+INSTANTIATE_TEST_SUITE_P(Loader, MixedDtypeSweep,
+                         ::testing::Combine(::testing::Values("gguf", "safetensors"),
+                                            ::testing::Values("host", "sim"),
+                                            ::testing::ValuesIn(kSweepConfigs)),
+                         [](const ::testing::TestParamInfo<SweepParam>& info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  std::get<1>(info.param) + "_" + std::get<2>(info.param).name;
+                         });
 
 TEST(LoaderTest, LargeModelLoadsByteExactOnSim) {
   const char* env = std::getenv("HOIST_TEST_LARGE_MIB");
