@@ -121,6 +121,28 @@ std::optional<std::string> Element(std::string_view xml, std::string_view tag, s
   return text;
 }
 
+// The <child> text of every <parent> element, in order; each looked for inside its parent only.
+Result<std::vector<std::string>> ChildOfEach(std::string_view xml, std::string_view parent,
+                                             std::string_view child) {
+  const std::string open = std::string("<").append(parent).append(">");
+  const std::string close = std::string("</").append(parent).append(">");
+  std::vector<std::string> values;
+  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at)) {
+    const size_t end = xml.find(close, at);
+    size_t from = 0;
+    std::optional<std::string> value = end == std::string_view::npos
+                                           ? std::nullopt
+                                           : Element(xml.substr(at, end - at), child, &from);
+    if (!value) {
+      return Status::IoError(
+          std::string("a listing's ").append(open).append(" has no <").append(child).append(">"));
+    }
+    values.push_back(std::move(*value));
+    at = end + close.size();
+  }
+  return values;
+}
+
 std::string Host(const S3Config& config, const std::string& bucket, bool* path_style) {
   if (!config.endpoint.empty()) {
     *path_style = true;
@@ -214,32 +236,6 @@ std::string S3ListUrl(const S3Config& config, const std::string& bucket, const s
   }
   return url + "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, false);
 }
-
-namespace {
-
-// The <child> text of every <parent> element, in order; each looked for inside its parent only.
-Result<std::vector<std::string>> ChildOfEach(std::string_view xml, std::string_view parent,
-                                             std::string_view child) {
-  const std::string open = std::string("<").append(parent).append(">");
-  const std::string close = std::string("</").append(parent).append(">");
-  std::vector<std::string> values;
-  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at)) {
-    const size_t end = xml.find(close, at);
-    size_t from = 0;
-    std::optional<std::string> value = end == std::string_view::npos
-                                           ? std::nullopt
-                                           : Element(xml.substr(at, end - at), child, &from);
-    if (!value) {
-      return Status::IoError(
-          std::string("a listing's ").append(open).append(" has no <").append(child).append(">"));
-    }
-    values.push_back(std::move(*value));
-    at = end + close.size();
-  }
-  return values;
-}
-
-}  // namespace
 
 Result<S3Listing> ParseS3Listing(std::string_view xml) {
   if (xml.find("<ListBucketResult") == std::string_view::npos) {
