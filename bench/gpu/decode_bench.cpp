@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   }
   uint64_t* bad = nullptr;
   Check(cudaMalloc(reinterpret_cast<void**>(&bad), 8), "cudaMalloc");
-  Check(cudaMemset(bad, 0, 8), "cudaMemset");
+  Check(cudaMemcpy(bad, &hoist::kNoBadGroup, 8, cudaMemcpyHostToDevice), "cudaMemcpy");
   std::vector<Tensor> tensors;
   uint64_t decoded = 0;
   uint64_t stored = 0;
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     t.gpu.value_bytes = j["value_bytes"];
     t.gpu.shift = j["shift"];
     Check(cudaMalloc(&t.gpu.out, t.nbytes), "cudaMalloc");
-    t.gpu.first_bad_group_plus_one = bad;
+    t.gpu.first_bad_group = bad;
     decoded += t.nbytes;
     stored += coded.size() + rest.size() + units.size() + starts.size() * 2 + 256;
     tensors.push_back(t);
@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
   Check(cudaStreamSynchronize(stream), "decode");
   uint64_t first_bad = 0;
   Check(cudaMemcpy(&first_bad, bad, 8, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  if (first_bad != 0) {
+  if (first_bad != hoist::kNoBadGroup) {
     std::fprintf(stderr, "hoist_decode_bench: the GPU found group %llu corrupt\n",
-                 static_cast<unsigned long long>(first_bad - 1));
+                 static_cast<unsigned long long>(first_bad));
     return 2;
   }
   auto file = dir->source().Open(dir->files[0].path, {});

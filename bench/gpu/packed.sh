@@ -5,7 +5,9 @@
 # packed with `hoist pack`; then the GPU decoder alone against the pinned link, warm and cold
 # loads of both files with the machine's ceilings (`hoist bench --cold`, every load verified),
 # `hoist verify` of the packed file on the GPU (a second decode by the CPU, compared byte for
-# byte), and corrupted copies loaded on the GPU (exit 2 naming the tensor and block).
+# byte), and one bit flipped in each part of the file (bench/gpu/flip_packed_bit.py), loaded on
+# the GPU: exit 2 naming the tensor and block. Every expectation is checked; the script exits
+# 1 when one does not hold.
 # Prepare here: bash scripts/device/prepare.sh; then the device tool with carry [".device"]:
 #   bash bench/gpu/packed.sh .device 16
 # Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt.
@@ -51,45 +53,53 @@ fi
 ls -l "$PLAIN" "$PACKED" | tee -a "$OUT/log.txt"
 sync
 
+failures=0
+# expect WHAT CONDITION...: records a failed expectation (the script then exits 1 at the end).
+expect() {
+  local what=$1; shift
+  if "$@"; then echo "ok: $what" | tee -a "$OUT/log.txt"
+  else echo "FAILED: $what" | tee -a "$OUT/log.txt"; failures=$((failures + 1)); fi
+}
+
 log "the GPU decoder alone, against the pinned link"
 "$BIN/hoist_decode_bench" "$PACKED" 10 2>&1 | tee "$OUT/decode.txt" | tee -a "$OUT/log.txt"
+expect "hoist_decode_bench: every byte equal to the CPU's" test "${PIPESTATUS[0]}" -eq 0
 
 for name in plain packed; do
   file=$PLAIN; [ "$name" = packed ] && file=$PACKED
   log "$name: hoist bench --cold --repeat 3 --strategies none"
   "$BIN/hoist" bench "$file" --device "$DEVICE" --cold --repeat 3 --strategies none \
     --json "$OUT/bench-$name.json" 2>&1 | tee -a "$OUT/log.txt"
-  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
+  expect "$name: hoist bench exit 0 (every load verified)" test "${PIPESTATUS[0]}" -eq 0
 done
 
 log "hoist verify of the packed file on $DEVICE"
 "$BIN/hoist" verify "$PACKED" --device "$DEVICE" --json > "$OUT/verify.json" 2>&1
-echo "exit $?" | tee -a "$OUT/log.txt"
+expect "verify of the packed file exit 0" test $? -eq 0
 tail -c 600 "$OUT/verify.json" | tee -a "$OUT/log.txt"
+grep -q '"decoded_on_device_bytes": [1-9]' "$OUT/verify.json"
+expect "verify decoded on the device" test $? -eq 0
 
-for part in coded rest; do
-  log "a corrupted copy (one bit of a $part section flipped) loaded on $DEVICE"
-  BAD=$WORK/corrupt.hoistpack
-  cp "$PACKED" "$BAD"
-  "$PYTHON" - "$BAD" "$part" <<'PY' 2>&1 | tee -a "$OUT/log.txt"
-import json, struct, sys
-path, part = sys.argv[1], sys.argv[2]
-with open(path, "r+b") as f:
-    magic, at, n = struct.unpack("<8sQQ", f.read(24))
-    f.seek(at)
-    header = json.loads(f.read(n))
-    t = next(t for t in header["tensors"] if t["stored"] == "exponent-huffman")
-    where = t["sections"][part][0] + 40000 + 1  # in block 0 of either
-    f.seek(where)
-    b = f.read(1)[0]
-    f.seek(where)
-    f.write(bytes([b ^ 0x10]))
-    print(f"flipped a bit of {t['name']}'s {part} section at byte {where}")
-PY
-  "$BIN/hoist" load "$BAD" --device "$DEVICE" --quiet 2>&1 | tail -2 | tee -a "$OUT/log.txt"
-  echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
-  rm -f "$BAD"
+# One bit flipped in place in each place a packed file can be damaged, loaded on the GPU, then
+# flipped back: each load must fail with exit 2 naming the tensor (and the block, where the
+# damage is in one).
+for place in coded-first coded-last kept-first kept-last checksum-last unit-bits group-start \
+             table raw; do
+  read -r tensor block where < <("$PYTHON" bench/gpu/flip_packed_bit.py "$PACKED" "$place")
+  log "one bit flipped ($place: tensor $tensor, block $block, byte $where), loaded on $DEVICE"
+  err=$("$BIN/hoist" load "$PACKED" --device "$DEVICE" --quiet 2>&1)
+  rc=$?
+  "$PYTHON" bench/gpu/flip_packed_bit.py "$PACKED" "$place" >/dev/null  # flipped back
+  echo "$err" | tail -2 | tee -a "$OUT/log.txt"
+  expect "$place: exit 2 (was $rc)" test "$rc" -eq 2
+  expect "$place: the error names tensor $tensor" grep -qF "tensor $tensor" <<<"$err"
+  if [ "$block" != - ]; then
+    expect "$place: the error names block $block" grep -qE "block $block[^0-9]" <<<"$err"
+  fi
 done
+log "the packed file restored: loads again"
+"$BIN/hoist" load "$PACKED" --device "$DEVICE" --quiet >/dev/null 2>&1
+expect "the restored packed file loads (exit 0)" test $? -eq 0
 
 "$PYTHON" - "$OUT" <<'PY' | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
 import json, os, sys
@@ -103,3 +113,5 @@ for name in ("plain", "packed"):
     for r in j["results"]:
         print(f"{name}: {r['strategy']} {r['mode']} {r['gbps']:.2f} GB/s")
 PY
+log "$failures expectation(s) failed"
+[ "$failures" -eq 0 ]

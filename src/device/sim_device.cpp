@@ -9,7 +9,6 @@
 #include "base/units.h"
 #include "device/copy_engine.h"
 #include "device/host_memory.h"
-#include "pack/exponent_code.h"
 #include "pack/exponent_decode_gpu.h"
 
 namespace hoist {
@@ -175,31 +174,13 @@ class SimDevice final : public Device {
     });
   }
 
-  // The CPU decoder over the parts in the sim's memory, on its engine, group by group so that
-  // the first corrupt group is the one flagged, as the GPU's kernel flags it.
+  // The GPU kernel's own steps, run on the host (pack/exponent_decode_block.h), on the sim's
+  // decoder thread: the suite checks what the GPU checks, and reports as it reports.
   Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t) override {
     if (!options_.decode) return Device::DecodeExponentsAsync(t);
     return decoder_.Submit([t, hang = options_.hang_decode]() -> JobResult {
       if (hang) return {JobOutcome::kHang, {}};
-      const auto w = static_cast<uint64_t>(t.value_bytes);
-      const uint64_t units = (t.values + kUnitValues - 1) / kUnitValues;
-      const uint64_t groups = (units + kGroupUnits - 1) / kGroupUnits;
-      ExponentView view;
-      view.split = FloatSplit{t.value_bytes, t.shift};
-      view.values = t.values;
-      view.group_start_bits = {t.group_start_bits, groups};
-      view.group_checksums = {t.group_checksums, groups};
-      view.unit_bits = {t.unit_bits, units};
-      view.coded = {t.coded, t.coded_bytes};
-      view.rest = {t.rest, t.values * (w - 1)};
-      const std::span<const uint16_t> table(t.table, size_t{1} << kMaxCodeBits);
-      auto* out = static_cast<uint8_t*>(t.out);
-      for (uint64_t g = 0; g < groups; ++g) {
-        if (!DecodeGroups(view, table, g, g + 1, out + g * kGroupValues * w, "sim").ok()) {
-          *t.first_bad_group_plus_one = g + 1;
-          break;
-        }
-      }
+      RunExponentDecodeOnHost(t);
       return {};
     });
   }

@@ -11,7 +11,9 @@
 
 #include "base/checksum.h"
 #include "format/directory_json.h"
+#include "format/gguf.h"
 #include "format/packed_layout.h"
+#include "format/safetensors.h"
 #include "pack/exponent_code.h"
 
 namespace hoist {
@@ -432,9 +434,30 @@ std::vector<MetadataEntry> MetadataOf(const nlohmann::json& header) {
   return metadata;
 }
 
-// Tensor i's name, dtype, shape and size from its header entry.
+// A tensor's bytes by its dtype and shape, as the format it was packed from spells them.
+Result<uint64_t> BytesByDtypeAndShape(const std::string& source_format, const TensorEntry& t) {
+  if (source_format == "gguf") return GgmlTensorBytes(t.dtype, t.shape);
+  return SafetensorsTensorBytes(t.dtype, t.shape);
+}
+
+// "0123456789abcdef" (16 hex digits) as a number.
+std::optional<uint64_t> ParseHex64(const std::string& text) {
+  if (text.size() != 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : text) {
+    int digit = -1;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    if (digit < 0) return std::nullopt;
+    v = (v << 4) | static_cast<uint64_t>(digit);
+  }
+  return v;
+}
+
+// Tensor i's name, dtype, shape and size from its header entry, its size checked against its
+// dtype and shape as the source format's reader checks them.
 Result<TensorEntry> TensorOf(const nlohmann::json& j, size_t i, const std::string& path,
-                             uint64_t header_at) {
+                             uint64_t header_at, const std::string& source_format) {
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("dtype") ||
       !j["dtype"].is_string() || !j.contains("nbytes") || !j["nbytes"].is_number_unsigned() ||
       !j.contains("shape") || !j["shape"].is_array()) {
@@ -449,6 +472,13 @@ Result<TensorEntry> TensorOf(const nlohmann::json& j, size_t i, const std::strin
     t.shape.push_back(d.get<uint64_t>());
   }
   t.nbytes = j["nbytes"].get<uint64_t>();
+  auto by_shape = BytesByDtypeAndShape(source_format, t);
+  if (!by_shape.ok()) return Bad(path, header_at, t.name + ": " + by_shape.status().message());
+  if (*by_shape != t.nbytes) {
+    return Bad(path, header_at,
+               t.name + " is " + std::to_string(t.nbytes) + " bytes by its nbytes but " +
+                   std::to_string(*by_shape) + " by its dtype and shape");
+  }
   return t;
 }
 
@@ -534,10 +564,16 @@ Result<TensorDirectory> ReadPacked(File& file) {
   auto layout = std::make_shared<PackedLayout>();
   layout->path = path;
   layout->file_size = file.size();
+  const std::string source_format = StringField(header, "source_format");
+  if (source_format != "gguf" && source_format != "safetensors") {
+    return Bad(
+        path, header_at,
+        "the header's source_format \"" + source_format + "\" is not \"gguf\" or \"safetensors\"");
+  }
   uint64_t virtual_at = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const nlohmann::json& j = tensors[i];
-    HOIST_ASSIGN_OR_RETURN(TensorEntry t, TensorOf(j, i, path, header_at));
+    HOIST_ASSIGN_OR_RETURN(TensorEntry t, TensorOf(j, i, path, header_at, source_format));
     t.offset = virtual_at;
     PackedTensor p;
     p.name = t.name;
@@ -548,6 +584,11 @@ Result<TensorDirectory> ReadPacked(File& file) {
       HOIST_ASSIGN_OR_RETURN(auto data, Section(JsonField(j, "data"), t.name + "'s data", header_at,
                                                 t.nbytes, path, header_at));
       p.data = data.first;
+      // Nothing else guards a stored tensor's bytes: its recorded checksum is checked as it loads.
+      t.recorded_xxh3 = ParseHex64(StringField(j, "xxh3"));
+      if (!t.recorded_xxh3) {
+        return Bad(path, header_at, t.name + ": a stored tensor's xxh3 is not 16 hex digits");
+      }
     } else if (stored == "exponent-huffman") {
       HOIST_RETURN_IF_ERROR(ReadCodedTensor(file, j, t, header_at, &p));
     } else {

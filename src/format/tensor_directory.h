@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +44,9 @@ struct TensorEntry {
   // What the file holds for it when that differs from nbytes (a packed model's coded tensor,
   // format/packed.h); 0: its nbytes as they are.
   uint64_t stored_bytes = 0;
+  // XXH3-64 of its bytes as the file records it (a packed model's tensors stored as they are);
+  // a load of the whole tensor checks it, and a difference is an invalid model.
+  std::optional<uint64_t> recorded_xxh3;
 };
 
 struct TensorDirectory {

@@ -1,8 +1,8 @@
-// The packed form's decoder on a device: on a CUDA GPU (exponent_decode.cu), one thread block
-// per group, one thread per unit decoding its codes into shared memory, then the block joining
-// symbols and kept bits into the values, coalesced; built with HOIST_GPU_KERNELS (nvcc). The
-// sim runs the CPU decoder over the same parts (Device::DecodeExponentsAsync). The plain types
-// here keep the header free of CUDA's.
+// The packed form's decoder on a device: on a CUDA or HIP GPU (exponent_decode.cu), one thread
+// block per group, one thread per unit decoding its codes into shared memory, then the block
+// joining symbols and kept bits into the values, coalesced; built with HOIST_GPU_KERNELS. The
+// sim runs the same steps on the host (exponent_decode_block.h). The plain types here keep the
+// header free of CUDA's.
 #pragma once
 
 #include <cstdint>
@@ -24,14 +24,18 @@ struct GpuExponentTensor {
   int value_bytes = 0;  // 2 or 4
   int shift = 0;
   void* out = nullptr;  // values * value_bytes bytes
-  // Set to 1 + the first group found corrupt (a unit whose codes do not end where unit_bits
-  // says, a code the table lacks, or, where checked, a checksum that differs); untouched when
-  // every group decodes.
-  uint64_t* first_bad_group_plus_one = nullptr;
+  // Holds kNoBadGroup before the decode (the caller sets it); lowered to the first group found
+  // corrupt (a unit whose codes do not end where unit_bits says, a code the table lacks, or,
+  // where checked, a checksum that differs); untouched when every group decodes.
+  uint64_t* first_bad_group = nullptr;
 };
+inline constexpr uint64_t kNoBadGroup = ~uint64_t{0};
 
 // Starts decoding every group of `t` on `stream` (a cudaStream_t, or a hipStream_t in a HIP
 // build). Returns the vendor's error of the launch (0: success).
 int LaunchExponentDecode(const GpuExponentTensor& t, void* stream);
+
+// The same decode on the host, on the calling thread, block after block (the sim's decoder).
+void RunExponentDecodeOnHost(const GpuExponentTensor& t);
 
 }  // namespace hoist

@@ -182,6 +182,7 @@ void DecodingLoad::Fail(Status status) {
 
 Status DecodingLoad::UploadIndex(DeviceSide& side, const std::vector<size_t>& coded) {
   std::vector<unsigned char> blob(side.index_bytes, 0);
+  for (size_t f = 0; f < side.flags; ++f) std::memcpy(blob.data() + 8 * f, &kNoBadGroup, 8);
   for (size_t i : coded) {
     const CodedTensor& c = coded_[i];
     const PackedTensor& p = *c.packed;
@@ -362,7 +363,7 @@ void DecodingLoad::CarrierLanded(size_t i) {
   t.value_bytes = p.split.value_bytes;
   t.shift = p.split.shift;
   t.out = final_[i].load();
-  t.first_bad_group_plus_one = reinterpret_cast<uint64_t*>(side.index + 8 * c.flag);
+  t.first_bad_group = reinterpret_cast<uint64_t*>(side.index + 8 * c.flag);
   auto handle = side.device->DecodeExponentsAsync(t, static_cast<bool>(options_.destination));
   if (!handle.ok()) {
     GiveScratch(i);
@@ -435,10 +436,10 @@ Status DecodingLoad::CheckFlags() {
     for (uint32_t i : tensor_layout_.tensors) {
       const CodedTensor& c = coded_[i];
       if (c.packed == nullptr || sides_[tensor_layout_.device_of[i]] != side ||
-          flags[c.flag] == 0) {
+          flags[c.flag] == kNoBadGroup) {
         continue;
       }
-      const uint64_t group = flags[c.flag] - 1;
+      const uint64_t group = flags[c.flag];
       const uint64_t a = group * kGroupValues;
       const uint64_t b = std::min(c.packed->values, a + kGroupValues);
       return Status(Code::kInvalidModel, layout_.path + ": tensor " + c.packed->name + ", block " +

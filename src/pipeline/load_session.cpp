@@ -4,6 +4,8 @@
 // device's copies in flight, free or knowingly leak, check the files).
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <numeric>
 #include <thread>
 
@@ -89,6 +91,8 @@ class LoadSession {
   Status AllocateDestinations();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
+  // The loaded tensors' digests against the checksums their file records.
+  Status CheckRecordedChecksums(const std::vector<uint64_t>& digests) const;
   LoadProgress Progress() const {
     return {job_->copied_bytes.load(), job_->read_bytes.load(), job_->plan.read_bytes,
             Seconds(stream_start_)};
@@ -110,8 +114,23 @@ class LoadSession {
   Clock::time_point stream_start_;
   int64_t stream_start_ns_ = 0;
   bool all_exited_ = false;  // else a stuck reader still holds buffers
+  bool checks_recorded_ = false;
   SourceCounters source_before_;
 };
+
+Status LoadSession::CheckRecordedChecksums(const std::vector<uint64_t>& digests) const {
+  for (uint32_t i : job_->plan.tensors) {
+    const TensorEntry& t = dir_.tensors[i];
+    if (!t.recorded_xxh3 || *t.recorded_xxh3 == digests[i]) continue;
+    char hex[2][17];
+    std::snprintf(hex[0], sizeof hex[0], "%016" PRIx64, digests[i]);
+    std::snprintf(hex[1], sizeof hex[1], "%016" PRIx64, *t.recorded_xxh3);
+    return Status(Code::kInvalidModel, dir_.files[t.file].path + ": tensor " + t.name +
+                                           ": its bytes hash to xxh3 " + hex[0] + ", not the " +
+                                           hex[1] + " the file records (the file is corrupt)");
+  }
+  return Status::Ok();
+}
 
 Status LoadSession::OpenFiles() {
   LoadReport& report = model_->report;
@@ -336,7 +355,13 @@ Status LoadSession::Prepare() {
     job_->lanes[d]->end_chunk = plan.first_chunk[d + 1];
     job_->lanes[d]->bytes = plan.device_tensor_bytes[d];
   }
-  if (options_.checksum) job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
+  // Tensors whose file records their checksum are hashed whenever they load whole (a load by
+  // rows or of tensors read once for several devices has no whole tensor to hash).
+  const bool whole = read_.strides.empty() && read_.read_groups.empty();
+  for (uint32_t i : plan.tensors) checks_recorded_ |= whole && dir_.tensors[i].recorded_xxh3;
+  if (options_.checksum || checks_recorded_) {
+    job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
+  }
   if (options_.tensor_loaded) {
     job_->tensor_loaded = options_.tensor_loaded;
     job_->unlanded = std::vector<std::atomic<uint64_t>>(dir_.tensors.size());
@@ -558,7 +583,14 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
   if (job.checksums) {
     std::vector<uint64_t> checksums(dir_.tensors.size(), 0);
     for (uint32_t i : job.plan.tensors) checksums[i] = job.checksums->Digest(i);
-    model.SetChecksums(std::move(checksums));
+    if (checks_recorded_) {
+      Status recorded = CheckRecordedChecksums(checksums);
+      if (!recorded.ok()) {
+        free_staging();
+        return recorded;
+      }
+    }
+    if (options_.checksum) model.SetChecksums(std::move(checksums));
   }
   if (options_.progress) {
     options_.progress(Progress());

@@ -138,32 +138,48 @@ TEST_F(PackedTest, ABrokenContainerNamesTheFileTheByteAndTheRule) {
   std::vector<unsigned char> far = good;
   far[15] = 0x7f;  // the header's offset past the file
   cases.push_back({"header outside", far, "bytes or is larger than 512 MiB at byte 8"});
-  nlohmann::json header = Header(out);
-  for (auto& t : header["tensors"]) {
-    if (t["stored"] == "raw") {
-      t["data"] = {16, 100};  // inside the prologue
-      break;
-    }
-  }
-  std::string text = header.dump();
-  std::vector<unsigned char> moved(good.begin(), good.end());
   uint64_t at = 0;
   std::memcpy(&at, good.data() + 8, 8);
-  moved.resize(at);
-  moved.insert(moved.end(), text.begin(), text.end());
-  const uint64_t length = text.size();
-  std::memcpy(moved.data() + 16, &length, 8);
-  cases.push_back({"section", moved, "lies outside the file's data (bytes 24 to"});
+  // The file with its header replaced by `header`.
+  auto rewritten = [&](const nlohmann::json& header) {
+    const std::string text = header.dump();
+    std::vector<unsigned char> bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(at));
+    bytes.insert(bytes.end(), text.begin(), text.end());
+    const uint64_t length = text.size();
+    std::memcpy(bytes.data() + 16, &length, 8);
+    return bytes;
+  };
+  // The header with field `key` of the first tensor stored as `stored` set to `value`.
+  auto with_field = [&](const char* stored, const char* key, const nlohmann::json& value) {
+    nlohmann::json header = Header(out);
+    for (auto& t : header["tensors"]) {
+      if (t["stored"] == stored) {
+        t[key] = value;
+        break;
+      }
+    }
+    return rewritten(header);
+  };
+  cases.push_back({"section", with_field("raw", "data", {16, 100}),  // inside the prologue
+                   "lies outside the file's data (bytes 24 to"});
   // A field of another type than the format's (found by the packed fuzzer: nlohmann's value()
   // threw): named as a broken header, not a crash.
   nlohmann::json typed = Header(out);
   typed["version"] = nlohmann::json::array({1});
-  text = typed.dump();
-  std::vector<unsigned char> retyped(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(at));
-  retyped.insert(retyped.end(), text.begin(), text.end());
-  const uint64_t retyped_length = text.size();
-  std::memcpy(retyped.data() + 16, &retyped_length, 8);
-  cases.push_back({"typed", retyped, "the header is not hoist-packed version 1"});
+  cases.push_back({"typed", rewritten(typed), "the header is not hoist-packed version 1"});
+  // A shape or dtype that contradicts the tensor's bytes, as a safetensors header is checked.
+  cases.push_back({"empty shape", with_field("exponent-huffman", "shape", {0, 256}),
+                   " by its nbytes but 0 by its dtype and shape"});
+  const uint64_t huge = uint64_t{1} << 63;
+  cases.push_back({"overflowing shape", with_field("raw", "shape", {huge, huge}),
+                   "size of the shape overflows 64 bits"});
+  cases.push_back({"unknown dtype", with_field("raw", "dtype", "BOGUS"), "unknown dtype 'BOGUS'"});
+  cases.push_back({"stored tensor without checksum", with_field("raw", "xxh3", "12"),
+                   "a stored tensor's xxh3 is not 16 hex digits"});
+  nlohmann::json foreign = Header(out);
+  foreign["source_format"] = "pickle";
+  cases.push_back({"source format", rewritten(foreign),
+                   "the header's source_format \"pickle\" is not \"gguf\" or \"safetensors\""});
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     WriteBytes(tmp_.File("x.hoistpack"), c.bytes);

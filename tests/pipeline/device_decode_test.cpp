@@ -1,8 +1,8 @@
 // A packed model onto a device that decodes it (pipeline/device_decode.h), on the sim, whose
-// decoder is the CPU's over the parts in its memory: the parts stream as stored through the
-// scratch ring and every tensor lands byte for byte as the original's, on one device or two,
-// into hoist's block or the caller's memory, all or some tensors; a corrupt block is an error
-// naming the tensor and the block; a decode that never finishes is a stall naming it.
+// decoder runs the GPU kernel's steps on the host over the parts in its memory: the parts stream as
+// stored through the scratch ring and every tensor lands byte for byte as the original's, on one
+// device or two, into hoist's block or the caller's memory, all or some tensors; a corrupt block is
+// an error naming the tensor and the block; a decode that never finishes is a stall naming it.
 #include "pipeline/device_decode.h"
 
 #include <gtest/gtest.h>
@@ -173,6 +173,34 @@ TEST_F(DeviceDecodeTest, ACorruptBlockIsAnErrorNamingTheTensorAndTheBlock) {
   EXPECT_NE(loaded.out.find(" of tensors decoded on the device"), std::string::npos) << loaded.out;
   const auto verified = RunHoist({"verify", packed_path_, "--device", "sim", "--quiet"});
   EXPECT_EQ(verified.exit_code, 0) << verified.err;
+}
+
+// The sim decodes with the GPU kernel's own steps (pack/exponent_decode_block.h) and reports
+// through the same flag, so this fails when the kernel's checks or its verdict's way to the
+// load stop catching a flipped bit; the host decodes with the CPU's decoder.
+TEST_F(DeviceDecodeTest, EveryDamagedPlaceIsAnErrorNamingTheTensorAndTheBlock) {
+  const std::vector<unsigned char> good = ReadBytes(packed_path_);
+  for (const char* place : {"coded-first", "coded-last", "kept-first", "kept-last", "checksum-last",
+                            "unit-bits", "group-start", "raw"}) {
+    const testing::Damage d = testing::DamageAt(packed_path_, place);
+    ASSERT_FALSE(d.tensor.empty()) << place;
+    std::vector<unsigned char> bad = good;
+    bad[d.at] ^= d.bit;
+    WriteBytes(packed_path_, bad);
+    for (const char* device : {"sim", "host"}) {
+      const auto r = RunHoist({"load", packed_path_, "--device", device, "--quiet"});
+      EXPECT_EQ(r.exit_code, 2) << place << " on " << device << ": " << r.err;
+      EXPECT_NE(r.err.find(packed_path_ + ": tensor " + d.tensor), std::string::npos)
+          << place << " on " << device << ": " << r.err;
+      if (d.block >= 0) {
+        EXPECT_NE(r.err.find("block " + std::to_string(d.block)), std::string::npos)
+            << place << " on " << device << ": " << r.err;
+      }
+    }
+  }
+  WriteBytes(packed_path_, good);
+  const auto r = RunHoist({"load", packed_path_, "--device", "sim", "--quiet"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(DeviceDecodeTest, ADecodeThatNeverFinishesIsAStallNamingTheTensor) {
