@@ -17,6 +17,7 @@
 #include "device/checked_device.h"
 #include "device/host_memory.h"
 #include "format/model.h"
+#include "io/http_storage.h"
 #include "measure/bench_runner.h"
 #include "pipeline/loader.h"
 
@@ -36,9 +37,9 @@ struct BenchFlags {
 };
 
 void Print(const BenchResult& b, const BenchFlags& flags, const TensorDirectory& dir) {
-  std::printf("hoist bench: %s (%s in %zu tensors, %zu file%s) on %s\n", flags.path.c_str(),
-              FormatBytes(b.model_bytes).c_str(), dir.tensors.size(), dir.files.size(),
-              dir.files.size() == 1 ? "" : "s", b.device.description.c_str());
+  std::printf("hoist bench: %s (%s in %zu tensors, %zu file%s) on %s\n",
+              RedactUrl(flags.path).c_str(), FormatBytes(b.model_bytes).c_str(), dir.tensors.size(),
+              dir.files.size(), dir.files.size() == 1 ? "" : "s", b.device.description.c_str());
   char direct[32] = "n/a";
   if (b.direct_read_gbps > 0) std::snprintf(direct, sizeof direct, "%.2f GB/s", b.direct_read_gbps);
   std::printf(
@@ -89,7 +90,7 @@ void Print(const BenchResult& b, const BenchFlags& flags, const TensorDirectory&
 nlohmann::json Json(const BenchResult& b, const BenchFlags& flags, const TensorDirectory& dir) {
   nlohmann::json j;
   j["schema_version"] = kJsonSchemaVersion;
-  j["model"] = {{"path", flags.path},
+  j["model"] = {{"path", RedactUrl(flags.path)},
                 {"bytes", b.model_bytes},
                 {"tensors", dir.tensors.size()},
                 {"files", dir.files.size()},

@@ -241,9 +241,9 @@ int RunDoctor(const DoctorFlags& f) {
     }
     for (const FileEntry& file : dir->files) paths.push_back(file.path);
     if (IsHttpUrl(paths[0])) {
-      MeasureRemoteSource(doctor, dir->source(), paths, f.path, &header);
+      MeasureRemoteSource(doctor, dir->source(), paths, RedactUrl(f.path), &header);
     } else {
-      MeasureLocalStorage(doctor, dir->source(), paths, f.path, &header);
+      MeasureLocalStorage(doctor, dir->source(), paths, RedactUrl(f.path), &header);
     }
   } else {
     header += "\nmodel: none given (hoist doctor PATH also measures the storage that holds it)";

@@ -18,6 +18,7 @@
 #include "cli/progress_meter.h"
 #include "format/directory_json.h"
 #include "format/model.h"
+#include "io/http_storage.h"
 #include "pipeline/report_json.h"
 
 namespace hoist::cli {
@@ -44,7 +45,7 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
   const double wall = r.wall_s + r.phases.open_parse;  // the device's open is shown apart
   std::printf(
       "loaded %zu tensors, %s from %s to %s in %.3f s (%s; streaming %s)\n", r.tensors,
-      FormatBytes(r.tensor_bytes).c_str(), path.c_str(), r.device.c_str(), wall,
+      FormatBytes(r.tensor_bytes).c_str(), RedactUrl(path).c_str(), r.device.c_str(), wall,
       FormatRate(static_cast<double>(r.tensor_bytes) / wall).c_str(),
       FormatRate(r.phases.stream > 0 ? static_cast<double>(r.tensor_bytes) / r.phases.stream : 0)
           .c_str());
@@ -92,7 +93,7 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
 
 nlohmann::ordered_json SummaryJson(const TensorDirectory& dir, const LoadedModel& model,
                                    const std::string& path) {
-  nlohmann::ordered_json j = {{"schema_version", kJsonSchemaVersion}, {"path", path}};
+  nlohmann::ordered_json j = {{"schema_version", kJsonSchemaVersion}, {"path", RedactUrl(path)}};
   j.update(ReportToJson(model.report));
   if (!model.checksums().empty()) {
     j["tensors"] = nlohmann::ordered_json::array();
@@ -217,10 +218,10 @@ Runner RegisterVerify(CLI::App& app) {
       if (!made.ok()) return ReportOrExitNow(made.status());
       reference = std::move(made).value();
     }
-    const std::string& compared_with = against->empty() ? flags->path : *against;
+    const std::string compared_with = RedactUrl(against->empty() ? flags->path : *against);
     if (!flags->quiet) {
       std::fprintf(stderr, "hoist: verifying %zu tensors against %s\n", model->report.tensors,
-                   against->empty() ? "the file" : against->c_str());
+                   against->empty() ? "the file" : RedactUrl(*against).c_str());
     }
     const auto start = std::chrono::steady_clock::now();
     constexpr size_t kListed = 10;

@@ -13,6 +13,7 @@
 #include "cli/exit_codes.h"
 #include "format/model.h"
 #include "format/packed.h"
+#include "io/http_storage.h"
 
 namespace hoist::cli {
 namespace {
@@ -88,24 +89,13 @@ Runner RegisterPack(CLI::App& app) {
     auto original = ReadModelDirectory(options->model);
     if (!original.ok()) return ReportFailure(original.status());
     if (original->format == kPackedFormat) {
-      return ReportFailure(Status::InvalidArgument(options->model + " is packed already"));
+      return ReportFailure(
+          Status::InvalidArgument(RedactUrl(options->model) + " is packed already"));
     }
-    // Written beside the output and renamed when whole, so a stopped pack leaves no file that
-    // looks finished.
-    const std::string partial = options->out + ".partial";
     const auto start = std::chrono::steady_clock::now();
     const int threads = options->threads > 0 ? options->threads : CpuCount();
-    auto report = WritePacked(*original, partial, threads);
-    std::error_code ignored;
-    if (!report.ok()) {
-      std::filesystem::remove(partial, ignored);
-      return ReportFailure(report.status());
-    }
-    std::filesystem::rename(partial, options->out, ignored);
-    if (ignored) {
-      std::filesystem::remove(partial, ignored);
-      return ReportFailure(Status::IoError("cannot rename " + partial + " to " + options->out));
-    }
+    auto report = WritePacked(*original, options->out, threads);
+    if (!report.ok()) return ReportFailure(report.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     size_t coded = 0;
@@ -123,7 +113,7 @@ Runner RegisterPack(CLI::App& app) {
         return ReportFailure(checked);
       }
       std::printf("check: every tensor of %s decodes to %s's bytes\n", options->out.c_str(),
-                  options->model.c_str());
+                  RedactUrl(options->model).c_str());
     }
     return kExitOk;
   };

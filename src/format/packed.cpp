@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 
@@ -294,9 +295,10 @@ bool SniffPacked(const unsigned char* head, size_t n) {
   return n >= 8 && std::memcmp(head, kMagic, 8) == 0;
 }
 
-Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out_path,
-                               int threads) {
-  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, CreateWritableFile(out_path));
+namespace {
+
+Result<PackReport> WritePackedInto(const TensorDirectory& dir, std::unique_ptr<WritableFile> out,
+                                   int threads) {
   PackWriter writer(std::move(out));
   PackReport report;
   nlohmann::ordered_json header;
@@ -358,6 +360,22 @@ Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& ou
     report.tensors.push_back(std::move(row));
   }
   HOIST_RETURN_IF_ERROR(writer.Finish(DumpJson(header)));
+  return report;
+}
+
+}  // namespace
+
+Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out_path,
+                               int threads) {
+  std::string partial;
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, CreateFileBeside(out_path, &partial));
+  Result<PackReport> report = WritePackedInto(dir, std::move(out), threads);
+  if (!report.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    return report.status();
+  }
+  HOIST_RETURN_IF_ERROR(ReplaceWith(partial, out_path));
   return report;
 }
 

@@ -35,6 +35,8 @@ struct PackReport {
 
 // Packs `dir`'s tensors, read through dir.source(), into a new file `out`. threads: encoder
 // threads per tensor.
+// Written whole or not at all (CreateFileBeside, ReplaceWith): a stopped or failed pack leaves
+// no file that looks finished, and never writes through a planted link or over a device node.
 Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out, int threads);
 
 // The format table's row.

@@ -50,6 +50,10 @@ std::string DescribeFileChange(const FileIdentity& was, const FileIdentity& now)
   if (was.modified_ns != now.modified_ns) {
     return "written to (its modification time changed)";
   }
+  if (was.version != now.version) {
+    return "replaced (its version went from " + (was.version.empty() ? "none" : was.version) +
+           " to " + (now.version.empty() ? "none" : now.version) + ")";
+  }
   return {};
 }
 

@@ -34,6 +34,9 @@ struct FileIdentity {
   // Last write, nanoseconds since the epoch. (Not the status-change time: renaming another file
   // over this one changes that, and the bytes read through an open handle stay the same.)
   int64_t modified_ns = 0;
+  // A remote object's version as its server names it (an ETag, else Last-Modified); empty for a
+  // local file, or a server that names none.
+  std::string version;
 };
 // How `now` differs from `was`, in words ("replaced by another file", "written to: ..."), or
 // an empty string when they are the same file, unchanged, or either is unknown.
@@ -140,7 +143,18 @@ class MappedFile {
 // once, without blocking, as kInvalidArgument.
 Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOptions& options = {});
 Result<std::unique_ptr<MappedFile>> MapFile(const std::string& path);
-// Creates or truncates path.
-Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path);
+// Creates or truncates path. With `exclusive`, creates it only where nothing of that name is
+// (no file, and no link, which is never followed): an error otherwise.
+Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path,
+                                                         bool exclusive = false);
+
+// Output written whole or not at all: the bytes go to a new file beside `target` (its name in
+// *temporary, created exclusively), then ReplaceWith renames it over the target. A target that
+// exists and is not a regular file (a device node, a FIFO, a directory) is refused up front
+// with kInvalidArgument naming what it is, so nothing is ever renamed over one; a target that
+// is a link is replaced where it leads.
+Result<std::unique_ptr<WritableFile>> CreateFileBeside(const std::string& target,
+                                                       std::string* temporary);
+Status ReplaceWith(const std::string& temporary, const std::string& target);
 
 }  // namespace hoist

@@ -292,10 +292,11 @@ Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOption
   return std::unique_ptr<File>(new PosixFile(path, fd, IdentityOf(st), options.direct));
 }
 
-Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) {
+Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path, bool exclusive) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL | O_NOFOLLOW : O_TRUNC);
   int fd = -1;
   do {
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), flags, 0644);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoStatus(errno, "cannot create", path);
   return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));

@@ -246,10 +246,13 @@ Result<std::unique_ptr<File>> OpenFile(const std::string& path, const OpenOption
   return std::unique_ptr<File>(new WindowsFile(path, handle, *identity, options.direct));
 }
 
-Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path) {
+Result<std::unique_ptr<WritableFile>> CreateWritableFile(const std::string& path, bool exclusive) {
   HOIST_ASSIGN_OR_RETURN(std::wstring wide, WidePath(path));
-  HANDLE handle = ::CreateFileW(wide.c_str(), GENERIC_WRITE | GENERIC_READ, FILE_SHARE_READ,
-                                nullptr, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr);
+  // CREATE_NEW fails on any existing name, a link's included.
+  HANDLE handle = ::CreateFileW(
+      wide.c_str(), GENERIC_WRITE | GENERIC_READ, FILE_SHARE_READ, nullptr,
+      exclusive ? CREATE_NEW : CREATE_ALWAYS,
+      FILE_ATTRIBUTE_NORMAL | (exclusive ? FILE_FLAG_OPEN_REPARSE_POINT : 0), nullptr);
   if (handle == INVALID_HANDLE_VALUE) {
     return WindowsErrorStatus(::GetLastError(), "cannot create", path);
   }

@@ -20,6 +20,18 @@ bool IsHttpUrl(std::string_view name);
 
 // `url` with any user:password@ replaced by "***@": what messages show.
 std::string RedactUrl(const std::string& url);
+// Whether `url` is one RedactUrl made (scheme://***@...), and the URL without its "***@".
+bool IsRedactedUrl(std::string_view url);
+std::string UnredactedUrl(std::string_view url);
+
+// Text a server sent (a reason, an ETag, a listing's name), as one printable line for a
+// message: control bytes and bytes outside ASCII as \xNN, line breaks as spaces, cut after
+// max_bytes with "...". A terminal shows it as it is, never as escapes.
+std::string Printable(std::string_view text, size_t max_bytes = 200);
+
+// Every byte of `text` but the unreserved ones (letters, digits, "-._~") and, with keep_slash,
+// '/' as %XX: a name made safe as one path segment (or, keeping '/', as a path).
+std::string PercentEncode(std::string_view text, bool keep_slash);
 
 struct HttpOptions {
   double connect_timeout_s = 10;
@@ -33,6 +45,9 @@ struct HttpOptions {
   // redirect to another host); never printed.
   std::string bearer_token;
   std::string token_host;
+  // "user:password", from a URL LocateModel took it out of: sent as HTTP basic authentication
+  // to the model's origin only (not after a redirect to another origin); never printed.
+  std::string user_password;
   // A PEM file of certificate authorities to trust besides none (empty: the system's). TLS
   // peers are always verified.
   std::string ca_file;

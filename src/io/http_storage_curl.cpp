@@ -31,7 +31,10 @@ struct Response {
   std::string etag;
   std::string last_modified;
   uint64_t content_length = UINT64_MAX;
-  uint64_t range_total = UINT64_MAX;  // Content-Range: bytes a-b/TOTAL
+  // Content-Range: bytes FIRST-LAST/TOTAL
+  uint64_t range_first = UINT64_MAX;
+  uint64_t range_last = UINT64_MAX;
+  uint64_t range_total = UINT64_MAX;
 };
 
 std::string Trimmed(std::string_view text) {
@@ -83,6 +86,12 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     const std::string value = Trimmed(line.substr(14));
     const size_t slash = value.rfind('/');
     if (slash != std::string::npos) r->range_total = Number(value.substr(slash + 1));
+    if (value.rfind("bytes ", 0) == 0) {
+      const size_t dash = value.find('-');
+      r->range_first = Number(std::string_view(value).substr(6));
+      if (dash != std::string::npos)
+        r->range_last = Number(std::string_view(value).substr(dash + 1));
+    }
   }
   return size * count;
 }
@@ -100,6 +109,8 @@ struct Sink {
 };
 
 constexpr size_t kMaxText = size_t{16} << 20;
+// A model's prefix holds a few files: a listing longer than a million objects is not one.
+constexpr int kMaxListPages = 1000;
 constexpr size_t kMaxErrorBody = size_t{16} << 10;
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {
@@ -156,6 +167,34 @@ bool Transient(CURLcode code) {
   }
 }
 
+// A key's part under a listed prefix: names an object there (no empty, "." or ".." part, so no
+// server or client that normalises paths reads another object for it).
+bool IsPlainKeyTail(std::string_view tail) {
+  size_t begin = 0;
+  for (;;) {
+    const size_t slash = tail.find('/', begin);
+    const std::string_view part = tail.substr(begin, slash - begin);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    begin = slash + 1;
+  }
+}
+
+// The origin of a URL: scheme://host[:port], lower case, without user information.
+std::string OriginOf(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return "";
+  const size_t host = scheme + 3;
+  const size_t end = std::min(url.find_first_of("/?#", host), url.size());
+  std::string_view authority = url.substr(host, end - host);
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    authority = authority.substr(at + 1);
+  }
+  std::string origin = std::string(url.substr(0, host)) + std::string(authority);
+  for (char& c : origin) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return origin;
+}
+
 bool TransientAnswer(long code) {
   return code == 429 || code == 408 || (code >= 500 && code != 501);
 }
@@ -165,17 +204,26 @@ class HttpSource;
 class HttpFile final : public File {
  public:
   HttpFile(std::shared_ptr<HttpSource> source, std::string name, std::string url, uint64_t size,
-           std::string etag)
+           std::string etag, bool is_etag)
       : source_(std::move(source)),
         name_(std::move(name)),
         url_(std::move(url)),
         size_(size),
-        etag_(std::move(etag)) {}
+        etag_(std::move(etag)),
+        is_etag_(is_etag) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return size_; }
   Result<RawRead> ReadSome(uint64_t offset, void* dst, size_t n) override;
   void Abort() override { aborted_ = true; }
+  // Its size and version as its open saw them: a load that opens it again refuses another.
+  FileIdentity identity() const override {
+    FileIdentity id;
+    id.known = true;
+    id.size = size_;
+    id.version = etag_;
+    return id;
+  }
   Status Advise(AccessHint /*hint*/, uint64_t /*offset*/, uint64_t /*length*/) override {
     return Status::Ok();
   }
@@ -186,6 +234,7 @@ class HttpFile final : public File {
   std::string url_;   // what is fetched
   uint64_t size_;
   std::string etag_;  // or Last-Modified where the server gives no ETag; empty: none
+  bool is_etag_;      // etag_ is an ETag (every answer must carry one), not Last-Modified
   std::atomic<bool> aborted_{false};
 };
 
@@ -209,8 +258,9 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     if (size == UINT64_MAX) {
       return Status::IoError(RedactUrl(name) + ": the server gives no length for it");
     }
-    return std::unique_ptr<File>(std::make_unique<HttpFile>(
-        shared_from_this(), name, url, size, r.etag.empty() ? r.last_modified : r.etag));
+    return std::unique_ptr<File>(
+        std::make_unique<HttpFile>(shared_from_this(), name, url, size,
+                                   r.etag.empty() ? r.last_modified : r.etag, !r.etag.empty()));
   }
 
   Result<EntryType> Type(const std::string& name) override {
@@ -250,8 +300,11 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     if (scheme == std::string::npos || slash <= scheme + 2) return name;
     return name.substr(0, slash);
   }
+  // A plain URL's file is one path segment, percent-encoded (an index's "..%2Fx" or "x#y" names
+  // that file, not another); an S3 name's key is encoded when its URL is made.
   std::string Join(const std::string& dir, const std::string& file) const override {
-    return dir.ends_with('/') ? dir + file : dir + "/" + file;
+    const std::string segment = options_.s3 ? file : PercentEncode(file, /*keep_slash=*/false);
+    return dir.ends_with('/') ? dir + segment : dir + "/" + segment;
   }
 
   // A GET of [offset, offset + n) into sink, or with sink null a HEAD (Probe turns a refused
@@ -273,7 +326,7 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   }
 
   Result<std::string> UrlOf(const std::string& name) const {
-    if (!options_.s3) return name;
+    if (!options_.s3) return UnredactedUrl(name);
     HOIST_ASSIGN_OR_RETURN(const S3Object object, ParseS3Name(name));
     return S3ObjectUrl(*options_.s3, object);
   }
@@ -293,7 +346,7 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     if (!object.key.empty() && !object.key.ends_with('/')) object.key += '/';
     std::vector<std::string> names;
     std::string token;
-    for (int page = 0; page < 10000; ++page) {
+    for (int page = 0; page < kMaxListPages; ++page) {
       std::string text;
       Sink sink;
       sink.text = &text;
@@ -302,17 +355,32 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
       Result<S3Listing> listing = ParseS3Listing(text);
       if (!listing.ok()) return Status::IoError(dir + ": " + listing.status().message());
       for (const std::string& key : listing->keys) {
-        if (key.size() > object.key.size()) {
-          names.push_back(Join(dir, key.substr(object.key.size())));
+        if (key.size() <= object.key.size()) continue;
+        if (key.compare(0, object.key.size(), object.key) != 0 ||
+            !IsPlainKeyTail(key.substr(object.key.size()))) {
+          return Status::IoError(RedactUrl(dir) + ": the listing names the object '" +
+                                 Printable(key) +
+                                 "', which does not lie plainly under the prefix (an empty, '.' or "
+                                 "'..' part, or another prefix): refused");
         }
+        names.push_back(Join(dir, key.substr(object.key.size())));
       }
       if (any && (!names.empty() || !listing->prefixes.empty())) {
         if (names.empty()) names.push_back(Join(dir, listing->prefixes.front()));
-        break;
+        return Sorted(std::move(names));
       }
-      if (listing->next_token.empty()) break;
+      if (listing->next_token.empty()) return Sorted(std::move(names));
+      if (listing->next_token == token) {
+        return Status::IoError(RedactUrl(dir) +
+                               ": the listing gives the same continuation token twice: refused");
+      }
       token = listing->next_token;
     }
+    return Status::IoError(RedactUrl(dir) + ": the listing goes on past " +
+                           std::to_string(kMaxListPages) + " pages: refused");
+  }
+
+  static std::vector<std::string> Sorted(std::vector<std::string> names) {
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -333,8 +401,13 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     idle_.push_back(std::move(h));
   }
 
+  // One request to url, no redirect followed; credentials: whether to send the source's.
   Response Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                const std::atomic<bool>* aborted, CURLcode* code);
+                const std::atomic<bool>* aborted, bool credentials, CURLcode* code);
+  // Once, following redirects by hand: credentials go to the first URL's origin only, so no
+  // token, key or password reaches another host.
+  Response Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
+                  const std::atomic<bool>* aborted, CURLcode* code, std::string* refused);
 
   HttpOptions options_;
   std::atomic<uint64_t> requests_{0};
@@ -348,9 +421,11 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
 // body is an S3 error document, the server's reason.
 // credentials: where the request's credentials came from, for a refusal's message.
 Status AnswerError(const std::string& name, const Response& r, const std::string& credentials) {
-  std::string what =
-      RedactUrl(name) + ": " + std::to_string(r.code) + (r.reason.empty() ? "" : " " + r.reason);
-  if (const std::string s3 = S3ErrorSummary(r.error_body); !s3.empty()) what += ": " + s3;
+  std::string what = RedactUrl(name) + ": " + std::to_string(r.code) +
+                     (r.reason.empty() ? "" : " " + Printable(r.reason));
+  if (const std::string s3 = S3ErrorSummary(r.error_body); !s3.empty()) {
+    what += ": " + Printable(s3);
+  }
   if (r.code == 404 || r.code == 410) return Status::NotFound(what);
   if (r.code == 401 || r.code == 403) {
     return Status::IoError(what + " (the server refused the request: check the credentials" +
@@ -365,18 +440,18 @@ constexpr const char* kEmptyPayloadHash =
     "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                          const std::atomic<bool>* aborted, CURLcode* code) {
+                          const std::atomic<bool>* aborted, bool credentials, CURLcode* code) {
   curl_easy_reset(h);
   Response response;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+  // The path as it was built (percent-encoded), never normalised: "a/../b" names that object.
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout_s * 1000));
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  // Below 1 KiB/s for the stall timeout is a stall: a server that drips bytes is one too.
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
                    std::max(1L, static_cast<long>(options_.stall_timeout_s)));
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -390,7 +465,10 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
   curl_slist* headers = nullptr;
   std::string auth;
-  if (!options_.bearer_token.empty() && !options_.token_host.empty()) {
+  if (credentials && !options_.user_password.empty()) {
+    curl_easy_setopt(h, CURLOPT_USERPWD, options_.user_password.c_str());
+  }
+  if (credentials && !options_.bearer_token.empty() && !options_.token_host.empty()) {
     // A custom Authorization header is not sent after a redirect to another host (libcurl
     // >= 7.58), so a hub's token never reaches its CDN.
     const size_t scheme = url.find("://");
@@ -403,7 +481,7 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   }
   std::string provider;
   std::string token;
-  if (options_.s3 && !options_.s3->access_key_id.empty()) {
+  if (credentials && options_.s3 && !options_.s3->access_key_id.empty()) {
     const S3Config& s3 = *options_.s3;
     provider = "aws:amz:" + s3.region + ":s3";
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider.c_str());
@@ -436,6 +514,38 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   response.code = status;
   body->response = nullptr;
   return response;
+}
+
+Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
+                            const std::atomic<bool>* aborted, CURLcode* code,
+                            std::string* refused) {
+  const std::string origin = OriginOf(url);
+  std::string target = url;
+  bool credentials = true;
+  for (int hop = 0;; ++hop) {
+    Response r = Once(h, target, offset, n, sink, aborted, credentials, code);
+    const bool redirect =
+        r.code == 301 || r.code == 302 || r.code == 303 || r.code == 307 || r.code == 308;
+    if (*code != CURLE_OK || !redirect) return r;
+    char* next = nullptr;
+    curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+    if (next == nullptr) return r;
+    const std::string location = next;
+    if (location.rfind("http://", 0) != 0 && location.rfind("https://", 0) != 0) {
+      *refused = "a redirect to a URL that is not http(s)";
+      return r;
+    }
+    if (hop == 10) {
+      *refused = "more than 10 redirects";
+      return r;
+    }
+    credentials = credentials && OriginOf(location) == origin;
+    target = location;
+    if (sink != nullptr) {
+      sink->received = 0;
+      if (sink->text != nullptr) sink->text->clear();
+    }
+  }
 }
 
 namespace {
@@ -473,23 +583,31 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
   if (!h) return Status::IoError("libcurl could not make a handle");
   std::chrono::milliseconds wait(200);
   const bool ranged = sink != nullptr && sink->text == nullptr;
+  // Tries go on for the stall timeout at most: a server that stalls every try (a HEAD that
+  // never answers, a header dripped a byte a second) ends the request then, not after every
+  // retry's own timeout.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(options_.stall_timeout_s));
   for (int attempt = 0;; ++attempt) {
     if (sink != nullptr) {
       sink->received = 0;
       if (sink->text != nullptr) sink->text->clear();
     }
     CURLcode code = CURLE_OK;
-    const Response r = Once(h.get(), url, offset, n, sink, aborted, &code);
+    std::string refused;
+    const Response r = Follow(h.get(), url, offset, n, sink, aborted, &code, &refused);
     if (code == CURLE_ABORTED_BY_CALLBACK || (aborted != nullptr && aborted->load())) {
       return Stopped(name);
     }
+    if (!refused.empty()) return Status::IoError(RedactUrl(name) + ": " + refused + ": refused");
     if (sink != nullptr && sink->overflowed) {
       if (!ranged) return Status::IoError(RedactUrl(name) + ": the answer is too large");
       return Status::IoError(RedactUrl(name) + ": the server answered a request for " +
                              Bytes(offset, n) + " with more than those (it ignores byte ranges)");
     }
     const bool retry = code != CURLE_OK ? Transient(code) : TransientAnswer(r.code);
-    if (retry && attempt < options_.retries) {
+    if (retry && attempt < options_.retries && std::chrono::steady_clock::now() + wait < give_up) {
       ++retries_;
       HOIST_RETURN_IF_ERROR(Backoff(wait, aborted, name));
       wait *= 2;
@@ -518,17 +636,41 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
   Sink sink{static_cast<unsigned char*>(dst), n};
   HOIST_ASSIGN_OR_RETURN(const Response r,
                          source_->Request(name_, url_, offset, n, &sink, &aborted_));
-  const std::string& now = r.etag.empty() ? r.last_modified : r.etag;
-  if (!etag_.empty() && !now.empty() && now != etag_) {
-    return Status(Code::kFileChanged, RedactUrl(name_) + " changed while it was read (ETag was " +
-                                          etag_ + ", now " + now + ")");
+  const std::string asked =
+      "bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1);
+  // Every answer must be of the version the file was opened at: one without a version, or of
+  // another, could be other bytes.
+  const std::string& now = is_etag_ ? r.etag : r.last_modified;
+  if (!etag_.empty() && now != etag_) {
+    return Status(
+        Code::kFileChanged,
+        RedactUrl(name_) +
+            (now.empty() ? " answered a request for " + asked +
+                               " without the version it had when opened (" + Printable(etag_) + ")"
+                         : " changed while it was read (ETag was " + Printable(etag_) + ", now " +
+                               Printable(now) + ")"));
   }
   if (r.code == 200 && !(offset == 0 && sink.received == size_)) {
-    return Status::IoError(RedactUrl(name_) + ": the server answered a request for bytes " +
-                           std::to_string(offset) + "-" + std::to_string(offset + n - 1) +
+    return Status::IoError(RedactUrl(name_) + ": the server answered a request for " + asked +
                            " with the whole file (it ignores byte ranges)");
   }
-  if (r.code != 200 && r.code != 206) {
+  if (r.code == 206) {
+    // The bytes the answer says it holds must be the ones asked for, of a file of the size seen
+    // at open.
+    const bool same = r.range_first == offset && sink.received > 0 &&
+                      r.range_last == offset + sink.received - 1 &&
+                      (r.range_total == size_ || r.range_total == UINT64_MAX);
+    if (!same) {
+      const auto shown = [](uint64_t v) {
+        return v == UINT64_MAX ? std::string("?") : std::to_string(v);
+      };
+      return Status::IoError(RedactUrl(name_) + ": the server answered a request for " + asked +
+                             " of " + std::to_string(size_) + " with bytes " +
+                             shown(r.range_first) + "-" + shown(r.range_last) + " of " +
+                             shown(r.range_total) + " (" + std::to_string(sink.received) +
+                             " received): refused");
+    }
+  } else if (r.code != 200) {
     return Status::IoError(RedactUrl(name_) + ": unexpected answer " + std::to_string(r.code) +
                            " to a ranged GET");
   }

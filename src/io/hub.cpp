@@ -31,11 +31,21 @@ bool IsRepoPart(std::string_view part) {
                      [](char c) { return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '-'; });
 }
 
-// A branch, tag or commit: letters, digits, '_', '.', '/' and '-'.
+// A branch, tag or commit: parts of letters, digits, '_', '.' and '-' joined by '/' (as
+// "refs/pr/1"), none empty, "." or "..": it becomes a path in the cache and a URL's segment.
 bool IsRevision(std::string_view revision) {
-  return !revision.empty() && std::all_of(revision.begin(), revision.end(), [](char c) {
-    return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
-  });
+  size_t begin = 0;
+  for (;;) {
+    const size_t slash = revision.find('/', begin);
+    const std::string_view part = revision.substr(begin, slash - begin);
+    if (part.empty() || part == "." || part == ".." ||
+        !std::all_of(part.begin(), part.end(),
+                     [](char c) { return IsAsciiAlnum(c) || c == '_' || c == '.' || c == '-'; })) {
+      return false;
+    }
+    if (slash == std::string_view::npos) return true;
+    begin = slash + 1;
+  }
 }
 
 // The file of the listing the hub loads a model from, or "".
@@ -101,7 +111,8 @@ std::string CachedSnapshot(Storage& local, const std::string& repo, const std::s
     if (!ref.ok()) return "";
     commit = *ref;
     commit.erase(commit.find_last_not_of(" \n\r\t") + 1);
-    if (commit.empty()) return "";
+    // A ref holds a commit id; anything else (a path, say) is not followed.
+    if (!IsCommit(commit)) return "";
   }
   const std::string snapshot = dir + "/snapshots/" + commit;
   Result<EntryType> type = local.Type(snapshot);
@@ -125,7 +136,9 @@ Result<ModelLocation> LocateHubModel(const HubName& name) {
     options.token_host = endpoint.substr(host + 3, endpoint.find('/', host + 3) - (host + 3));
   }
   std::shared_ptr<Storage> http = MakeHttpStorage(options);
-  const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" + name.revision;
+  // The revision as one segment ("refs/pr/1" as refs%2Fpr%2F1), as the hub's own client sends it.
+  const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" +
+                              PercentEncode(name.revision, /*keep_slash=*/false);
   HOIST_ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(*http, listing));
   const nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
   if (info.is_discarded() || !info.is_object()) {
@@ -147,8 +160,16 @@ Result<ModelLocation> LocateHubModel(const HubName& name) {
   }
   // The commit the listing answered for, so that every file comes from one revision.
   std::string commit = name.revision;
-  if (info.contains("sha") && info["sha"].is_string()) commit = info["sha"].get<std::string>();
-  return ModelLocation{http, endpoint + "/" + name.repo + "/resolve/" + commit + "/" + file};
+  if (info.contains("sha")) {
+    commit = info["sha"].is_string() ? info["sha"].get<std::string>() : std::string();
+    if (!IsCommit(commit)) {
+      return Status::IoError(RedactUrl(listing) + ": the hub's answer names the commit '" +
+                             Printable(commit) + "', not 40 hex digits: refused");
+    }
+  }
+  return ModelLocation{http, endpoint + "/" + name.repo + "/resolve/" +
+                                 PercentEncode(commit, /*keep_slash=*/false) + "/" +
+                                 PercentEncode(file, /*keep_slash=*/false)};
 }
 
 }  // namespace hoist

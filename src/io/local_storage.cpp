@@ -68,7 +68,10 @@ class LocalFileSystem final : public Storage {
     if (ec) {
       return Status::NotFound(candidate.generic_string() + ": cannot be opened: " + ec.message());
     }
-    if (real.parent_path() != real_dir) {
+    // A Hugging Face cache snapshot (REPO/snapshots/COMMIT) links each file to REPO/blobs/.
+    const bool cache_blob = real_dir.parent_path().filename() == "snapshots" &&
+                            real.parent_path() == real_dir.parent_path().parent_path() / "blobs";
+    if (real.parent_path() != real_dir && !cache_blob) {
       return Status::InvalidArgument("'" + file +
                                      "' is a link that leads outside the model's directory (to " +
                                      real.generic_string() + ")");

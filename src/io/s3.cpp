@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/platform.h"
+#include "io/http_storage.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -19,24 +20,6 @@ bool IsBucketName(std::string_view name) {
          letter_or_digit(name.back()) && std::all_of(name.begin(), name.end(), [&](char c) {
            return letter_or_digit(c) || c == '.' || c == '-';
          });
-}
-
-// S3's URI encoding: every byte but the unreserved ones (and '/' in a key) as %XX, upper case.
-std::string UriEncode(std::string_view text, bool keep_slash) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' ||
-        (keep_slash && c == '/')) {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    }
-  }
-  return out;
 }
 
 std::string Trim(std::string_view text) {
@@ -223,7 +206,7 @@ Result<S3Config> S3ConfigFromEnvironment() {
 std::string S3ObjectUrl(const S3Config& config, const S3Object& object) {
   bool path_style = false;
   const std::string host = Host(config, object.bucket, &path_style);
-  return host + (path_style ? "/" + object.bucket : "") + "/" + UriEncode(object.key, true);
+  return host + (path_style ? "/" + object.bucket : "") + "/" + PercentEncode(object.key, true);
 }
 
 std::string S3ListUrl(const S3Config& config, const std::string& bucket, const std::string& prefix,
@@ -232,9 +215,9 @@ std::string S3ListUrl(const S3Config& config, const std::string& bucket, const s
   const std::string host = Host(config, bucket, &path_style);
   std::string url = host + (path_style ? "/" + bucket : "") + "/?";
   if (!continuation_token.empty()) {
-    url += "continuation-token=" + UriEncode(continuation_token, false) + "&";
+    url += "continuation-token=" + PercentEncode(continuation_token, false) + "&";
   }
-  return url + "delimiter=%2F&list-type=2&prefix=" + UriEncode(prefix, false);
+  return url + "delimiter=%2F&list-type=2&prefix=" + PercentEncode(prefix, false);
 }
 
 Result<S3Listing> ParseS3Listing(std::string_view xml) {

@@ -2,6 +2,7 @@
 // to the HTTP source, an s3:// name to the HTTP source signing for S3, anything else to the
 // local file system.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 
@@ -14,8 +15,66 @@
 namespace hoist {
 
 bool IsHttpUrl(std::string_view name) {
-  return name.rfind("http://", 0) == 0 || name.rfind("https://", 0) == 0;
+  // Schemes are case-insensitive: HTTP://host/x is a URL, not a local path.
+  auto starts = [&](std::string_view scheme) {
+    if (name.size() < scheme.size()) return false;
+    for (size_t i = 0; i < scheme.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(name[i])) != scheme[i]) return false;
+    }
+    return true;
+  };
+  return starts("http://") || starts("https://");
 }
+
+std::string PercentEncode(std::string_view text, bool keep_slash) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) != 0 || c == '-' || c == '_' || c == '.' || c == '~' ||
+        (keep_slash && c == '/')) {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+std::string Printable(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (const char c : text.substr(0, max_bytes)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      out += c;
+    } else if (byte == '\n' || byte == '\r' || byte == '\t') {
+      out += ' ';
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  if (text.size() > max_bytes) out += "...";
+  return out;
+}
+
+namespace {
+
+// Where a URL's user information (user:password@) lies: [scheme + 3, at); npos when it has none.
+size_t UserInfoEnd(std::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return std::string_view::npos;
+  const size_t host = scheme + 3;
+  const size_t end = url.find_first_of("/?#", host);
+  const size_t at = url.rfind('@', end == std::string_view::npos ? url.size() : end);
+  return at == std::string_view::npos || at < host ? std::string_view::npos : at;
+}
+
+}  // namespace
 
 std::string RedactUrl(const std::string& url) {
   const size_t scheme = url.find("://");
@@ -25,6 +84,17 @@ std::string RedactUrl(const std::string& url) {
   const size_t at = url.rfind('@', end == std::string::npos ? url.size() : end);
   if (at == std::string::npos || at < host) return url;
   return url.substr(0, host) + "***" + url.substr(at);
+}
+
+bool IsRedactedUrl(std::string_view url) {
+  const size_t at = UserInfoEnd(url);
+  return at != std::string_view::npos && url.substr(0, at).ends_with("://***");
+}
+
+std::string UnredactedUrl(std::string_view url) {
+  if (!IsRedactedUrl(url)) return std::string(url);
+  const size_t host = url.find("://") + 3;
+  return std::string(url.substr(0, host)) + std::string(url.substr(UserInfoEnd(url) + 1));
 }
 
 HttpOptions HttpOptionsFromEnvironment() {
@@ -54,6 +124,15 @@ Result<ModelLocation> LocateModel(const std::string& name) {
     return ModelLocation{MakeHttpStorage(options), name};
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name};
+  if (const size_t at = UserInfoEnd(name); at != std::string::npos) {
+    // The credentials leave the name here, where the source is made: the name every message,
+    // report and JSON document shows is scheme://***@host/..., and the source sends the
+    // credentials to that URL's origin alone.
+    HttpOptions options = HttpOptionsFromEnvironment();
+    const size_t host = name.find("://") + 3;
+    options.user_password = name.substr(host, at - host);
+    return ModelLocation{MakeHttpStorage(options), RedactUrl(name)};
+  }
   static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
   return ModelLocation{http, name};
 }

@@ -14,8 +14,10 @@
 #include "pack/exponent_layout.h"
 #include "pack/xxh3_blocks.h"
 
-#if defined(HOIST_XXH3_DEVICE_CODE)
-#define HOIST_DECODE_INLINE __device__ __forceinline__
+// Host and device functions alike in nvcc's and hipcc's two passes; only their bodies differ
+// (HOIST_XXH3_DEVICE_CODE), as xxh3_blocks.h does.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define HOIST_DECODE_INLINE __host__ __device__ __forceinline__
 #else
 #define HOIST_DECODE_INLINE inline
 #endif

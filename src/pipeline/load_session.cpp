@@ -357,10 +357,17 @@ Status LoadSession::Prepare() {
   }
   // Tensors whose file records their checksum are hashed whenever they load whole (a load by
   // rows or of tensors read once for several devices has no whole tensor to hash).
+  // Only they are hashed unless the caller asked for every tensor's checksum.
   const bool whole = read_.strides.empty() && read_.read_groups.empty();
-  for (uint32_t i : plan.tensors) checks_recorded_ |= whole && dir_.tensors[i].recorded_xxh3;
-  if (options_.checksum || checks_recorded_) {
+  std::vector<bool> recorded(dir_.tensors.size(), false);
+  for (uint32_t i : plan.tensors) {
+    recorded[i] = whole && dir_.tensors[i].recorded_xxh3.has_value();
+    checks_recorded_ |= recorded[i];
+  }
+  if (options_.checksum) {
     job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size());
+  } else if (checks_recorded_) {
+    job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size(), std::move(recorded));
   }
   if (options_.tensor_loaded) {
     job_->tensor_loaded = options_.tensor_loaded;

@@ -8,12 +8,17 @@ void TensorChecksums::Add(const Chunk& c, const unsigned char* data,
                           const std::shared_ptr<HashTicket>& ticket) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ticket->unhashed = c.segments.size();
+    ticket->unhashed = 0;
     for (const Segment& s : c.segments) {
+      if (!Wanted(s.tensor)) continue;
+      ++ticket->unhashed;
       tensors_[s.tensor].pending[s.tensor_offset] = {data + s.chunk_offset, s.length, ticket};
     }
+    if (ticket->unhashed == 0) ticket->hashed.store(true, std::memory_order_release);
   }
-  for (const Segment& s : c.segments) Drain(s.tensor);
+  for (const Segment& s : c.segments) {
+    if (Wanted(s.tensor)) Drain(s.tensor);
+  }
 }
 
 void TensorChecksums::Drain(uint32_t t) {

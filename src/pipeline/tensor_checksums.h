@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "base/checksum.h"
@@ -26,7 +27,9 @@ struct HashTicket {
 // Thread safety: Add may run on any thread, concurrently; Digest and Clear once no Add runs.
 class TensorChecksums {
  public:
-  explicit TensorChecksums(size_t tensors) : tensors_(tensors) {}
+  // Hashes the tensors `wanted` marks (empty: every tensor); the others' segments pass by.
+  explicit TensorChecksums(size_t tensors, std::vector<bool> wanted = {})
+      : tensors_(tensors), wanted_(std::move(wanted)) {}
 
   // Feeds chunk c's segments (data: where the chunk's first byte lies in staging). The
   // ticket is marked hashed once every segment has been fed, which may be on another thread.
@@ -51,8 +54,11 @@ class TensorChecksums {
   // (it will find the pieces registered meanwhile).
   void Drain(uint32_t t);
 
+  bool Wanted(uint32_t t) const { return wanted_.empty() || wanted_[t]; }
+
   std::mutex mutex_;
   std::vector<Tensor> tensors_;
+  const std::vector<bool> wanted_;
 };
 
 }  // namespace hoist

@@ -4,10 +4,14 @@
 #include "format/packed.h"
 
 #include <gtest/gtest.h>
+#if !defined(_WIN32)
+#include <sys/stat.h>
+#endif
 
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -188,6 +192,44 @@ TEST_F(PackedTest, ABrokenContainerNamesTheFileTheByteAndTheRule) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
   }
 }
+
+#if !defined(_WIN32)
+// pack's output is written beside the target under a fresh name (never through a planted link)
+// and renamed over it only when whole; a target that is not a regular file is refused, and
+// stays what it was.
+TEST_F(PackedTest, PackWritesARegularFileWholeOrNotAtAll) {
+  SampleSpec spec{"safetensors", 1 << 20};
+  spec.normal_values = true;
+  Sample("m.safetensors", spec);
+  const std::string fifo = tmp_.File("fifo.hoistpack");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = RunHoist({"pack", tmp_.File("m.safetensors"), "-o", fifo});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "hoist: " + fifo +
+                       ": is a FIFO; hoist writes its output to a regular file (name one)\n");
+  EXPECT_EQ(std::filesystem::status(fifo).type(), std::filesystem::file_type::fifo);
+  // A link planted where an older hoist wrote its partial file leads nowhere now; a target
+  // that is a link is replaced where it leads.
+  const std::string victim = tmp_.File("victim");
+  WriteBytes(victim, {'k', 'e', 'e', 'p'});
+  const std::string out = tmp_.File("m.hoistpack");
+  std::filesystem::create_symlink(victim, out + ".partial");
+  const std::string real = tmp_.File("real.hoistpack");
+  std::filesystem::create_symlink(real, tmp_.File("link.hoistpack"));
+  for (const std::string& target : {out, tmp_.File("link.hoistpack")}) {
+    r = RunHoist({"pack", tmp_.File("m.safetensors"), "-o", target});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_EQ(ReadBytes(victim), (std::vector<unsigned char>{'k', 'e', 'e', 'p'}));
+  EXPECT_TRUE(std::filesystem::is_symlink(tmp_.File("link.hoistpack")));
+  EXPECT_EQ(ReadBytes(real), ReadBytes(out));
+  std::filesystem::remove(out + ".partial");
+  for (const auto& entry : std::filesystem::directory_iterator(tmp_.path())) {
+    EXPECT_EQ(entry.path().filename().string().find(".partial"), std::string::npos)
+        << entry.path() << " left behind";
+  }
+}
+#endif
 
 TEST_F(PackedTest, TheCliPacksChecksInspectsAndVerifies) {
   SampleSpec spec{"safetensors", 2 << 20};

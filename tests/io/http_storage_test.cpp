@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -105,15 +106,20 @@ enum class Fault : uint8_t {
   kChangeETag,    // ranged GETs after the first `count` carry another ETag
   kIgnoreRanges,  // ranged GETs are answered 200 with the whole file
   kCorruptOnce,   // one byte changed in the first ranged GET past the header (not at byte 0)
+  kNoETag,        // ranged GETs after the first `count` carry no ETag
+  kShiftRange,    // ranged GETs after the first `count` get the bytes one later, said so
 };
+
+// A hostile server's own answer to a request (the request as received), or "" to relay it.
+using Answer = std::function<std::string(const std::string& request)>;
 
 // A proxy on a free loopback port in front of nginx's HTTP port: each request is sent to nginx
 // on a connection of its own, its whole answer read, and relayed (or not) as `fault` says, on a
 // client connection kept alive.
 class FaultProxy {
  public:
-  FaultProxy(int upstream, Fault fault, int count)
-      : upstream_(upstream), fault_(fault), count_(count) {
+  FaultProxy(int upstream, Fault fault, int count, Answer answer = nullptr)
+      : upstream_(upstream), fault_(fault), count_(count), answer_(std::move(answer)) {
     listener_ = socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -144,6 +150,12 @@ class FaultProxy {
     return "http://127.0.0.1:" + std::to_string(port_) + "/" + name;
   }
   int ranged_gets() const { return ranged_gets_; }
+  int port() const { return port_; }
+  // Every request received, in order.
+  std::vector<std::string> requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_;
+  }
 
  private:
   void Accept() {
@@ -200,6 +212,16 @@ class FaultProxy {
       const bool ranged =
           request.rfind("GET ", 0) == 0 && request.find("Range:") != std::string::npos;
       const int index = ranged ? ranged_gets_++ : -1;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        requests_.push_back(request);
+      }
+      if (answer_) {
+        if (const std::string own = answer_(request); !own.empty()) {
+          if (!SendAll(client, own)) break;
+          continue;
+        }
+      }
       if (!Relay(client, request, ranged, index)) break;
     }
     close(client);
@@ -218,6 +240,20 @@ class FaultProxy {
     if (ranged && fault_ == Fault::kChangeETag && index >= count_) {
       const size_t etag = answer.find("ETag: \"");
       if (etag != std::string::npos) answer.replace(etag + 7, 1, "f");
+    }
+    if (ranged && fault_ == Fault::kNoETag && index >= count_) {
+      const size_t etag = answer.find("ETag: ");
+      if (etag != std::string::npos) answer.erase(etag, answer.find("\r\n", etag) + 2 - etag);
+    }
+    if (ranged && fault_ == Fault::kShiftRange && index >= count_) {
+      // The next bytes' answer for this range, which says (truthfully) that it is theirs.
+      const size_t range = request.find("Range: bytes=") + 13;
+      const uint64_t first = std::stoull(request.substr(range));
+      const uint64_t last = std::stoull(request.substr(request.find('-', range) + 1));
+      std::string shifted = request;
+      shifted.replace(range, request.find("\r\n", range) - range,
+                      std::to_string(first + 1) + "-" + std::to_string(last + 1));
+      answer = Upstream(shifted);
     }
     if (ranged && fault_ == Fault::kStall && index >= count_) {
       SendAll(client, answer.substr(0, head_end));
@@ -238,14 +274,16 @@ class FaultProxy {
   int upstream_;
   Fault fault_;
   int count_;
+  Answer answer_;
   int listener_ = -1;
   int port_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<int> ranged_gets_{0};
   std::atomic<bool> corrupted_{false};
   std::thread acceptor_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<int> clients_;
+  std::vector<std::string> requests_;
   std::vector<std::thread> workers_;
 };
 
@@ -476,18 +514,39 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   EXPECT_EQ(ReadModelDirectory("hf://not-a-repo").status().message(),
             "hf://not-a-repo: not a Hugging Face repo id (hf://ORG/NAME[@REVISION])");
 
-  // In the cache (refs/main names the snapshot): read from there, the hub not asked.
-  const std::string snapshot = cache + "/models--org--name/snapshots/" + commit;
+  // A hub whose listing names a commit that is a path is refused before any file is asked.
+  std::ofstream(server_->root() + "/api/models/org/name/revision/evil")
+      << R"({"sha": "../../../etc", "siblings": [{"rfilename": "model.safetensors"}]})";
+  EXPECT_EQ(ReadModelDirectory("hf://org/name@evil").status().message(),
+            "http://127.0.0.1:" + std::to_string(server_->http_port()) +
+                "/api/models/org/name/revision/evil: the hub's answer names the commit "
+                "'../../../etc', not 40 hex digits: refused");
+
+  // In the cache (refs/main names the snapshot): read from there, the hub not asked. As
+  // huggingface_hub lays it out: each snapshot file a link to ../../blobs/HASH.
+  const std::string repo = cache + "/models--org--name";
+  const std::string snapshot = repo + "/snapshots/" + commit;
   std::filesystem::create_directories(snapshot);
-  std::filesystem::create_directories(cache + "/models--org--name/refs");
-  std::ofstream(cache + "/models--org--name/refs/main") << commit;
-  for (const FileEntry& f : local.files) {
-    std::filesystem::copy(f.path,
-                          snapshot + "/" + std::filesystem::path(f.path).filename().string());
+  std::filesystem::create_directories(repo + "/blobs");
+  std::filesystem::create_directories(repo + "/refs");
+  std::ofstream(repo + "/refs/main") << commit;
+  std::vector<std::string> paths;
+  for (const FileEntry& f : local.files) paths.push_back(f.path);
+  paths.push_back(server_->root() + "/" + files + "/model.safetensors.index.json");
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string blob = "blob" + std::to_string(i);
+    std::filesystem::copy(paths[i], repo + "/blobs/" + blob);
+    std::filesystem::create_symlink(
+        "../../blobs/" + blob,
+        snapshot + "/" + std::filesystem::path(paths[i]).filename().string());
   }
-  std::filesystem::copy(server_->root() + "/" + files + "/model.safetensors.index.json",
-                        snapshot + "/model.safetensors.index.json");
   setenv("HF_ENDPOINT", "http://127.0.0.1:1", 1);  // nothing listens: the hub is not asked
+  // A ref that holds a path, not a commit, is not followed out of the cache.
+  std::ofstream(repo + "/refs/evil") << "../../../" << commit;
+  EXPECT_EQ(ReadModelDirectory("hf://org/name@evil").status().code(), Code::kIoError);
+  for (const char* bad : {"hf://org/name@../../x", "hf://org/name@a//b", "hf://org/name@./a"}) {
+    EXPECT_EQ(ReadModelDirectory(bad).status().code(), Code::kInvalidArgument) << bad;
+  }
   auto cached = ReadModelDirectory("hf://org/name");
   unsetenv("HF_ENDPOINT");
   unsetenv("HF_HUB_CACHE");
@@ -546,6 +605,193 @@ TEST_F(HttpStorageTest, TheCliLoadsAndVerifiesAUrlAndNamesItInErrors) {
   r = RunHoist({"load", server_->http("gone.gguf"), "--device", "host"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "hoist: " + server_->http("gone.gguf") + ": 404 Not Found\n");
+}
+
+// A hostile server: an answer that says it holds other bytes than those asked for, or that
+// comes without the version the file had when opened, is refused, never loaded as the file's.
+TEST_F(HttpStorageTest, AnswersOfOtherBytesOrOfNoVersionAreRefused) {
+  Write("a.safetensors", SampleSpec{"safetensors", 2 << 20});
+  {
+    FaultProxy proxy(server_->http_port(), Fault::kShiftRange, 0);
+    TensorDirectory remote;
+    auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kIoError) << model.status().ToString();
+    EXPECT_NE(model.status().message().find(proxy.url("a.safetensors") +
+                                            ": the server answered a request for bytes 0-"),
+              std::string::npos)
+        << model.status().message();
+    EXPECT_NE(model.status().message().find(" with bytes 1-"), std::string::npos)
+        << model.status().message();
+  }
+  FaultProxy proxy(server_->http_port(), Fault::kNoETag, 1);
+  TensorDirectory remote;
+  auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().ToString();
+  EXPECT_NE(model.status().message().find(" without the version it had when opened (\""),
+            std::string::npos)
+      << model.status().message();
+}
+
+// The version (ETag) seen when the model was opened is the one every later open must find: a
+// file replaced between the parse and the load is refused, not loaded as the new bytes.
+TEST_F(HttpStorageTest, AFileReplacedBetweenItsOpenAndItsLoadIsRefused) {
+  Write("a.safetensors", SampleSpec{"safetensors", 2 << 20});
+  auto dir = ReadModelDirectory(MakeHttpStorage(Options()), server_->http("a.safetensors"));
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  // Other bytes of the same size under the same name (nginx's ETag: modification time, size).
+  const std::string path = server_->root() + "/a.safetensors";
+  std::vector<unsigned char> bytes = testing::ReadBytes(path);
+  bytes[bytes.size() - 7] ^= 0xff;
+  const auto modified = std::filesystem::last_write_time(path);
+  testing::WriteBytes(path, bytes);
+  std::filesystem::last_write_time(path, modified + std::chrono::seconds(10));
+  auto model = Load(*dir, Device("host"), LoadOptions{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().ToString();
+  EXPECT_NE(model.status().message().find(server_->http("a.safetensors") +
+                                          ": replaced (its version went from \""),
+            std::string::npos)
+      << model.status().message();
+}
+
+// The first request of each transfer, redirected to `to` (another origin) as object stores and
+// hubs redirect to their CDN.
+Answer RedirectTo(const FaultProxy& to) {
+  return [&to](const std::string& request) {
+    const size_t path = request.find(' ') + 2;
+    return "HTTP/1.1 307 Temporary Redirect\r\nLocation: " +
+           to.url(request.substr(path, request.find(' ', path) - path)) +
+           "\r\nContent-Length: 0\r\n\r\n";
+  };
+}
+
+bool AnyHas(const std::vector<std::string>& requests, const std::string& text) {
+  for (const std::string& r : requests) {
+    if (r.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A URL's user:password@ leaves the name where the source is made: no summary, JSON document,
+// inspect or error shows it, and it is sent to the URL's own origin only, never after a
+// redirect to another.
+TEST_F(HttpStorageTest, APasswordInTheUrlIsNeverShownAndGoesToItsOriginAlone) {
+  Write("a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  FaultProxy elsewhere(server_->http_port(), Fault::kNone, 0);
+  FaultProxy first(server_->http_port(), Fault::kNone, 0, RedirectTo(elsewhere));
+  const std::string base = "http://hoist:s3cr3t@127.0.0.1:" + std::to_string(first.port()) + "/";
+  const std::string shown = "http://***@127.0.0.1:" + std::to_string(first.port()) + "/";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"load", base + "a.safetensors", "--device", "host", "--json"},
+        std::vector<std::string>{"load", base + "a.safetensors", "--device", "host"},
+        std::vector<std::string>{"inspect", base + "a.safetensors", "--json"},
+        std::vector<std::string>{"inspect", base + "a.safetensors"}}) {
+    const auto r = RunHoist(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_EQ((r.out + r.err).find("s3cr3t"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find(shown + "a.safetensors"), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(AnyHas(first.requests(), "Authorization: Basic "));
+  EXPECT_FALSE(elsewhere.requests().empty());
+  EXPECT_FALSE(AnyHas(elsewhere.requests(), "Authorization")) << elsewhere.requests()[0];
+  const auto r = RunHoist({"load", base + "gone.safetensors", "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + shown + "gone.safetensors: 404 Not Found\n");
+}
+
+// An S3 request's signature and session token, and a hub's bearer token, go to the endpoint's
+// origin only: a redirect to another origin is followed without them.
+TEST_F(HttpStorageTest, CredentialHeadersAreDroppedOnARedirectToAnotherOrigin) {
+  std::filesystem::create_directories(server_->root() + "/bucket");
+  Write("bucket/a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  FaultProxy elsewhere(server_->http_port(), Fault::kNone, 0);
+  FaultProxy first(server_->http_port(), Fault::kNone, 0, RedirectTo(elsewhere));
+  HttpOptions options = Options();
+  S3Config s3;
+  s3.endpoint = "http://127.0.0.1:" + std::to_string(first.port());
+  s3.access_key_id = "AKIDEXAMPLE";
+  s3.secret_access_key = "wJalrXUtnFEMI/K7MDENG";
+  s3.session_token = "SESSIONTOKEN";
+  options.s3 = s3;
+  options.bearer_token = "hf_TOKEN";
+  options.token_host = "127.0.0.1:" + std::to_string(first.port());
+  TensorDirectory remote;
+  auto model = LoadUrl("s3://bucket/a.safetensors", options, &remote);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_TRUE(AnyHas(first.requests(), "x-amz-security-token: SESSIONTOKEN"));
+  EXPECT_TRUE(AnyHas(first.requests(), "Authorization: Bearer hf_TOKEN"));
+  EXPECT_FALSE(elsewhere.requests().empty());
+  for (const char* secret : {"SESSIONTOKEN", "Authorization", "AKIDEXAMPLE", "hf_TOKEN"}) {
+    EXPECT_FALSE(AnyHas(elsewhere.requests(), secret)) << secret;
+  }
+}
+
+// Names a hostile index gives are one path segment of the URL, percent-encoded: "..%2Fx" names
+// a file of that name beside the index, never one a directory up.
+TEST_F(HttpStorageTest, AnIndexNamesFilesBesideItPercentEncoded) {
+  Write("a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  std::filesystem::create_directories(server_->root() + "/c");
+  std::ofstream(server_->root() + "/c/model.safetensors.index.json")
+      << R"({"metadata": {}, "weight_map": {"x": "..%2Fa.safetensors"}})";
+  auto dir = ReadModelDirectory(MakeHttpStorage(Options()),
+                                server_->http("c/model.safetensors.index.json"));
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), Code::kNotFound) << dir.status().ToString();
+  EXPECT_NE(dir.status().message().find(server_->http("c/..%252Fa.safetensors")), std::string::npos)
+      << dir.status().message();
+}
+
+// Server text reaches a message as one printable line: no terminal escapes, no line breaks.
+TEST_F(HttpStorageTest, AServersReasonIsPrintedAsPrintableText) {
+  FaultProxy proxy(server_->http_port(), Fault::kNone, 0, [](const std::string&) {
+    return std::string("HTTP/1.1 404 Not \x1b[2J\x1b[31mFound\r\nContent-Length: 0\r\n\r\n");
+  });
+  TensorDirectory remote;
+  auto model = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(),
+            proxy.url("a.safetensors") + R"(: 404 Not \x1b[2J\x1b[31mFound)");
+}
+
+// An S3 listing is the server's word on what lies under a prefix: a key with a ".." part, or a
+// continuation token given twice, is refused (a load never reads another object for it, nor
+// follows a listing forever).
+TEST_F(HttpStorageTest, AHostileS3ListingIsRefused) {
+  const char* kListing =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: %zu\r\n\r\n%s";
+  auto listing = [&](const std::string& body) {
+    char head[512];
+    std::snprintf(head, sizeof head, kListing, body.size(), "");
+    return std::string(head) + body;
+  };
+  for (const bool loop : {false, true}) {
+    const std::string body =
+        loop ? "<ListBucketResult><Contents><Key>m/a.safetensors</Key></Contents>"
+               "<IsTruncated>true</IsTruncated><NextContinuationToken>again"
+               "</NextContinuationToken></ListBucketResult>"
+             : "<ListBucketResult><Contents><Key>m/../evil.safetensors</Key></Contents>"
+               "<IsTruncated>false</IsTruncated></ListBucketResult>";
+    FaultProxy proxy(server_->http_port(), Fault::kNone, 0, [&](const std::string& request) {
+      return request.find("list-type=2") != std::string::npos
+                 ? listing(body)
+                 : std::string("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    });
+    HttpOptions options = Options();
+    S3Config s3;
+    s3.endpoint = "http://127.0.0.1:" + std::to_string(proxy.port());
+    options.s3 = s3;
+    auto dir = ReadModelDirectory(MakeHttpStorage(options), "s3://bucket/m/");
+    ASSERT_FALSE(dir.ok()) << loop;
+    EXPECT_NE(dir.status().message().find(
+                  loop ? "s3://bucket/m/: the listing gives the same continuation token twice: "
+                         "refused"
+                       : "s3://bucket/m/: the listing names the object 'm/../evil.safetensors', "
+                         "which does not lie plainly under the prefix"),
+              std::string::npos)
+        << dir.status().message();
+  }
 }
 
 }  // namespace
