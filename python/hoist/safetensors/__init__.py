@@ -224,9 +224,23 @@ def serialize_file(tensor_dict, filename, metadata=None):
 
 
 def _write_replacing(path, data):
-    """Writes data to path through a temporary file in the same directory, renamed over it."""
+    """Writes data to path through a temporary file in the same directory, renamed over it.
+
+    A path that is a link is replaced where it leads; one that exists and is not a regular
+    file (/dev/null, a FIFO) is written to as it is, as safetensors writes it: a rename would
+    put a regular file where the device node was."""
+    import stat
     import tempfile
-    directory = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
     try:
