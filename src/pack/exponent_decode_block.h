@@ -125,7 +125,7 @@ HOIST_DECODE_INLINE bool DecodeUnit(const GpuExponentTensor& t, Shared& s, uint6
   word += 2;
   uint32_t used = 0;
   bool bad = false;
-  uint8_t* out = s.symbols + lane * kUnitValues;
+  uint8_t* out = s.symbols + static_cast<uint64_t>(lane) * kUnitValues;
   for (uint32_t i = 0; i < n; ++i) {
     if (available < 32) {
       buffer |= static_cast<uint64_t>(LoadWord(t.coded + 4 * word++)) << available;
@@ -182,9 +182,9 @@ HOIST_DECODE_INLINE void JoinValues(const GpuExponentTensor& t, const Shared& s,
     const uint8_t* rest = t.rest + first * 3;
     auto* out = static_cast<uint32_t*>(t.out) + first;
     for (uint32_t i = u; i < count; i += kLanes) {
-      const uint32_t r = static_cast<uint32_t>(rest[3 * i]) |
-                         (static_cast<uint32_t>(rest[3 * i + 1]) << 8) |
-                         (static_cast<uint32_t>(rest[3 * i + 2]) << 16);
+      const uint8_t* r3 = rest + 3 * static_cast<uint64_t>(i);
+      const uint32_t r = static_cast<uint32_t>(r3[0]) | (static_cast<uint32_t>(r3[1]) << 8) |
+                         (static_cast<uint32_t>(r3[2]) << 16);
       const uint32_t sym = s.symbols[i];
       out[i] = (r & low_mask) | (sym << t.shift) | ((r >> t.shift) << (t.shift + 8));
     }

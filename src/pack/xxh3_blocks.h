@@ -155,7 +155,7 @@ HOIST_HOST_DEVICE inline uint64_t HashShort(const uint8_t* in, uint64_t len,
 // words[n + i].
 inline constexpr int kKeyWords = kStripesPerBlock + 7;
 HOIST_HOST_DEVICE inline void KeyWords(const uint8_t* secret, uint64_t* words) {
-  for (int k = 0; k < kKeyWords; ++k) words[k] = Read64(secret + 8 * k);
+  for (int k = 0; k < kKeyWords; ++k) words[k] = Read64(secret + 8 * static_cast<uint64_t>(k));
 }
 
 // A little-endian 64-bit read, from an 8-byte-aligned address when kAligned.
@@ -181,7 +181,7 @@ HOIST_HOST_DEVICE inline void AddStripes(uint64_t* acc, const uint8_t* in, int s
   for (int s = 0; s < stripes; ++s) {
     const uint8_t* stripe = in + kStripeBytes * static_cast<uint64_t>(s);
     for (int i = 0; i < 8; ++i) {
-      const uint64_t data = Load64<kAligned>(stripe + 8 * i);
+      const uint64_t data = Load64<kAligned>(stripe + 8 * static_cast<uint64_t>(i));
       const uint64_t keyed = data ^ words[s + i];
       acc[i ^ 1] += data;
       acc[i] += (keyed & 0xFFFFFFFFULL) * (keyed >> 32);
@@ -207,16 +207,17 @@ HOIST_HOST_DEVICE inline uint64_t Finish(const uint64_t* sums, const uint8_t* in
     for (int i = 0; i < 8; ++i) {
       uint64_t a = acc[i] + sums[8 * b + static_cast<uint64_t>(i)];
       a ^= a >> 47;
-      a ^= Read64(secret + kSecretBytes - kStripeBytes + 8 * i);
+      a ^= Read64(secret + kSecretBytes - kStripeBytes + 8 * static_cast<uint64_t>(i));
       acc[i] = a * kPrime32_1;
     }
   }
   for (int i = 0; i < 8; ++i) acc[i] += sums[8 * full + static_cast<uint64_t>(i)];
   uint64_t last[8];
-  for (int i = 0; i < 8; ++i) last[i] = Read64(secret + kSecretBytes - kStripeBytes - 7 + 8 * i);
+  for (int i = 0; i < 8; ++i)
+    last[i] = Read64(secret + kSecretBytes - kStripeBytes - 7 + 8 * static_cast<uint64_t>(i));
   AddStripes<false>(acc, in + len - kStripeBytes, 1, last);
   uint64_t result = len * kPrime64_1;
-  for (int i = 0; i < 4; ++i) {
+  for (uint64_t i = 0; i < 4; ++i) {
     result += Mul128Fold64(acc[2 * i] ^ Read64(secret + 11 + 16 * i),
                            acc[2 * i + 1] ^ Read64(secret + 11 + 16 * i + 8));
   }
