@@ -8,7 +8,6 @@
 #include "format/dtypes.h"
 #include "format/gguf.h"
 #include "format/header_cursor.h"
-#include "format/json_text.h"
 
 namespace hoist {
 namespace {
@@ -118,17 +117,6 @@ class GgufParser {
     return in_.Read(out->data(), length, what);
   }
 
-  // A name (a metadata key, a tensor's name): every front end shows and indexes by it, so it
-  // must be UTF-8, as GGUF says.
-  Status ReadName(std::string* out, const char* what) {
-    const uint64_t at = in_.position();
-    HOIST_RETURN_IF_ERROR(ReadString(out, what));
-    if (const size_t bad = FindInvalidUtf8(*out); bad != std::string::npos) {
-      return in_.Invalid(at + 8 + bad, std::string(what) + " is not valid UTF-8");
-    }
-    return Status::Ok();
-  }
-
   template <typename T>
   Status ReadNumber(nlohmann::json* out) {
     T v{};
@@ -213,7 +201,7 @@ class GgufParser {
     for (uint64_t i = 0; i < kv_count_; ++i) {
       const uint64_t key_at = in_.position();
       MetadataEntry entry;
-      HOIST_RETURN_IF_ERROR(ReadName(&entry.key, "a metadata key"));
+      HOIST_RETURN_IF_ERROR(ReadString(&entry.key, "a metadata key"));
       if (!keys.insert(entry.key).second) {
         return in_.Invalid(key_at, "duplicate metadata key '" + entry.key + "'");
       }
@@ -249,7 +237,7 @@ class GgufParser {
     for (uint64_t i = 0; i < tensor_count_; ++i) {
       const uint64_t info_at = in_.position();
       TensorEntry t;
-      HOIST_RETURN_IF_ERROR(ReadName(&t.name, "a tensor name"));
+      HOIST_RETURN_IF_ERROR(ReadString(&t.name, "a tensor name"));
       if (t.name.size() > kGgufMaxNameBytes) {
         return in_.Invalid(info_at, "tensor name '" + t.name.substr(0, 32) + "...' is " +
                                         std::to_string(t.name.size()) + " bytes, more than " +

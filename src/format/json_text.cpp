@@ -5,7 +5,9 @@
 #include <vector>
 
 namespace hoist {
+namespace {
 
+// Returns the index of the first byte that is not valid UTF-8, or npos.
 size_t FindInvalidUtf8(const std::string& s) {
   static constexpr uint32_t kMinCodePoint[] = {0, 0x80, 0x800, 0x10000};
   size_t i = 0;
@@ -40,8 +42,6 @@ size_t FindInvalidUtf8(const std::string& s) {
   }
   return std::string::npos;
 }
-
-namespace {
 
 // Returns the index where nesting first exceeds max_depth, or npos. Brackets inside strings
 // do not count.

@@ -13,9 +13,6 @@ namespace hoist {
 
 inline constexpr int kMaxJsonDepth = 64;
 
-// The index of the first byte of s that is not valid UTF-8, or npos.
-size_t FindInvalidUtf8(const std::string& s);
-
 // Parses text, which starts at byte base_offset of path; errors name that file and the byte.
 Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string& path,
                                       uint64_t base_offset);

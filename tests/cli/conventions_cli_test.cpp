@@ -91,15 +91,16 @@ TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
   // A repo in the local Hugging Face cache: its snapshot is named.
   const std::string repo = tmp_.File("hub/models--org--name");
   std::filesystem::create_directories(repo + "/refs");
-  std::filesystem::create_directories(repo + "/snapshots/0123abcd");
-  Write("hub/models--org--name/refs/main", "0123abcd\n");
+  const std::string commit = "0123abcd" + std::string(32, 'e');  // refs hold 40-hex commits
+  std::filesystem::create_directories(repo + "/snapshots/" + commit);
+  Write("hub/models--org--name/refs/main", commit + "\n");
   ASSERT_EQ(setenv("HF_HUB_CACHE", tmp_.File("hub").c_str(), 1), 0);
   r = RunHoist({"inspect", "org/name"});
   unsetenv("HF_HUB_CACHE");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("it looks like a Hugging Face repo id, and the Hugging Face cache holds "
                        "it: name it hf://org/name (or give hoist " +
-                       repo + "/snapshots/0123abcd)"),
+                       repo + "/snapshots/" + commit + ")"),
             std::string::npos)
       << r.err;
 #endif

@@ -217,16 +217,6 @@ TEST(GgufReaderTest, AcceptsNameOfExactly64Bytes) {
   EXPECT_TRUE(Parse(b).ok());
 }
 
-// Names are what every front end shows and indexes by (a Python str): a name that is not UTF-8
-// is an invalid model naming the byte, never a UnicodeDecodeError in a front end.
-TEST(GgufReaderTest, RejectsATensorNameThatIsNotUtf8) {
-  Bytes b = Header(1, 0);
-  const size_t at = b.size();
-  TensorInfo(b, "w\xff.weight", {8}, 0, 0);
-  b.AlignTo(32).Zeros(32);
-  ExpectInvalid(b, "a tensor name is not valid UTF-8 at byte " + std::to_string(at + 8 + 1));
-}
-
 TEST(GgufReaderTest, RejectsDuplicateTensorNames) {
   Bytes b = Header(2, 0);
   TensorInfo(b, "w", {8}, 0, 0);
