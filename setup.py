@@ -1,6 +1,8 @@
 """Builds hoist._native and the hoist command-line tool (shipped as hoist/_bin/hoist) with the project's own CMake (python/CMakeLists.txt), so that pip and
 CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake arguments (for
-example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism."""
+example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism; HOIST_CMAKE_BUILD_DIR builds in
+an existing CMake build folder of the same configuration (what it has built is not built
+again)."""
 import os
 import re
 import subprocess
@@ -28,12 +30,12 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         source = os.path.dirname(os.path.abspath(__file__))
-        build = os.path.abspath(os.path.join(self.build_temp, "cmake"))
-        args = [
-            f"-DPython_EXECUTABLE={sys.executable}",
-            "-DHOIST_PYTHON=ON", "-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF",
-            "-DCMAKE_BUILD_TYPE=Release",
-        ] + os.environ.get("HOIST_CMAKE_ARGS", "").split()
+        build = os.environ.get("HOIST_CMAKE_BUILD_DIR") or os.path.join(self.build_temp, "cmake")
+        build = os.path.abspath(build)
+        args = [f"-DPython_EXECUTABLE={sys.executable}", "-DHOIST_PYTHON=ON"]
+        if not os.environ.get("HOIST_CMAKE_BUILD_DIR"):  # a folder of its own builds no more
+            args += ["-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF", "-DCMAKE_BUILD_TYPE=Release"]
+        args += os.environ.get("HOIST_CMAKE_ARGS", "").split()
         jobs = os.environ.get("HOIST_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.run(["cmake", "-S", source, "-B", build] + args, check=True)
         subprocess.run(["cmake", "--build", build, "--target", "hoist_python_native", "hoist_cli",

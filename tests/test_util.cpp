@@ -219,6 +219,7 @@ bool HoistProcess::WaitUntil(const std::function<bool()>& condition, double seco
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     if (exit_code_ >= 0) return condition();
+    // A pacing loop: a file's contents and /proc have no event to wait on.
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;

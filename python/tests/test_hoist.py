@@ -332,8 +332,9 @@ class ErrorTest(unittest.TestCase):
     def test_ctrl_c_raises_keyboard_interrupt_promptly(self):
         path = os.path.join(self.dir.name, "m.safetensors")
         write_safetensors(path, [("x", "U8", (64 << 20,), bytes(64 << 20))])
-        # The signal comes from this process, a second into a load of 6.4 s, and the child says
-        # when it saw it (CLOCK_MONOTONIC is the machine's).
+        # The signal comes from this process once the first bytes of a load of 6.4 s landed (the
+        # child's progress callback says so), and the child says when it saw it
+        # (CLOCK_MONOTONIC is the machine's).
         # The child takes Python's own SIGINT handler back: a test run from a background job
         # inherits SIGINT ignored, and Python then leaves it ignored.
         script = textwrap.dedent(f"""
@@ -341,8 +342,12 @@ class ErrorTest(unittest.TestCase):
             signal.signal(signal.SIGINT, signal.default_int_handler)
             print("ready", flush=True)
             start = time.monotonic()
+            said = []
+            def progress(done, total):
+                if done > 0 and not said:
+                    said.append(print("landing", flush=True))
             try:
-                hoist.load_file({path!r}, device="sim:bandwidth=10MB/s")
+                hoist.load_file({path!r}, device="sim:bandwidth=10MB/s", progress=progress)
                 print("finished after %.2f s" % (time.monotonic() - start))  # for a failure
             except KeyboardInterrupt:
                 print("interrupted at %.6f" % time.monotonic())
@@ -354,7 +359,7 @@ class ErrorTest(unittest.TestCase):
                                  stderr=subprocess.PIPE, text=True, env=dict(os.environ))
         try:
             self.assertEqual(child.stdout.readline().strip(), "ready")
-            time.sleep(1.0)
+            self.assertEqual(child.stdout.readline().strip(), "landing")
             sent = time.monotonic()
             child.send_signal(signal.SIGINT)
             out, err = child.communicate(timeout=60)

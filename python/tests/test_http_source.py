@@ -61,7 +61,7 @@ class HttpSourceTest(unittest.TestCase):
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
-                time.sleep(0.05)
+                time.sleep(0.05)  # a pacing loop: nginx says nothing when it listens
         cls.url = f"http://127.0.0.1:{port}/model.safetensors"
 
     @classmethod

@@ -58,9 +58,10 @@ def rank_main(rank, world, init_file, path, split, results):
         dist.destroy_process_group()
 
 
-def failing_main(rank, world, init_file, path, case, results):
+def failing_main(rank, world, init_file, path, case, results, finished):
     """Rank 0 loads; rank 1 does what `case` says: joins a group rank 0 is not in
-    ("outsider"), or stays alive without loading ("absent", for 5 s)."""
+    ("outsider"), or stays alive without loading until rank 0 has finished ("absent",
+    "interrupt"): the peer that never gathers."""
     import signal
     import time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a spawned child may inherit SIG_IGN
@@ -79,19 +80,25 @@ def failing_main(rank, world, init_file, path, case, results):
                 results.put((rank, "ok", 0.0))
             return
         if rank == 1:
-            time.sleep(5)
-            results.put((rank, "ok", 0.0))
+            # Its own deadline is rank 0's verdict (60 s only if rank 0 never gives one).
+            results.put((rank, "ok" if finished.wait(60) else "rank 0 never finished", 0.0))
             return
         start = time.monotonic()
-        results.put((rank, "ready", 0.0))
+
+        def progress(done, total):
+            # Its own part landed: what remains is the gather, which waits for the peer.
+            if done == total:
+                results.put((rank, "gathering", 0.0))
+
         try:
             hoist.load_file(path, device="cpu", split="tensor", process_group=dist.group.WORLD,
-                            stall_timeout=1.5 if case == "absent" else 30)
+                            progress=progress, stall_timeout=1.5 if case == "absent" else 30)
             results.put((rank, "loaded", time.monotonic() - start))
         except hoist.StalledError as e:
             results.put((rank, str(e), time.monotonic() - start))
         except KeyboardInterrupt:
             results.put((rank, "KeyboardInterrupt", time.time()))
+        finished.set()
     finally:
         if case != "absent" and case != "interrupt":
             dist.destroy_process_group()
@@ -133,24 +140,25 @@ class RankModeTest(unittest.TestCase):
     def test_replicas_are_gathered_whole_on_every_rank(self):
         self.run_job(4, "replicate")
 
-    def run_failing(self, case, interrupt_after=None):
+    def run_failing(self, case, interrupt=False):
         ctx = mp.get_context("spawn")
         results = ctx.Queue()
+        finished = ctx.Event()
         init_file = os.path.join(self.tmp.name, f"init-{case}")
         procs = [ctx.Process(target=failing_main,
-                             args=(r, 2, init_file, self.path, case, results)) for r in range(2)]
+                             args=(r, 2, init_file, self.path, case, results, finished))
+                 for r in range(2)]
         for p in procs:
             p.start()
         sent = None
         got = {}
         while len(got) < len(procs):
             rank, message, seconds = results.get(timeout=60)
-            if message != "ready":
+            if message != "gathering":
                 got[rank] = (message, seconds)
-            elif interrupt_after is not None:  # rank 0 is about to wait for its peer
+            elif interrupt and sent is None:  # rank 0 now waits for its peer
                 import signal
                 import time
-                time.sleep(interrupt_after)
                 sent = time.time()
                 os.kill(procs[0].pid, signal.SIGINT)
         for p in procs:
@@ -169,10 +177,11 @@ class RankModeTest(unittest.TestCase):
         self.assertIn("rank 0 of 2 waited", message)
         self.assertIn("(stall timeout 1.5 s): a rank failed, hangs or never called load_file",
                       message)
-        self.assertLess(seconds, 4)  # not the 5 s the other rank stays away
+        self.assertLess(seconds, 4)  # the stall timeout, not the peer's time away
+        self.assertEqual(got[1][0], "ok")
 
     def test_ctrl_c_while_waiting_for_peers_is_prompt(self):
-        got, sent = self.run_failing("interrupt", interrupt_after=1)
+        got, sent = self.run_failing("interrupt", interrupt=True)
         message, at = got[0]
         self.assertEqual(message, "KeyboardInterrupt")
         self.assertLess(at - sent, 1.0)

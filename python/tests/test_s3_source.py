@@ -46,7 +46,7 @@ class S3SourceTest(unittest.TestCase):
             if len(words) >= 2 and words[0] == "port":
                 port = int(words[1])
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # a pacing loop: the port is written to a file, polled
         if port is None:
             raise RuntimeError("the S3 server did not start")
         cls.env = {"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER",

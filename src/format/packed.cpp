@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/checksum.h"
+#include "base/units.h"
 #include "format/directory_json.h"
 #include "format/gguf.h"
 #include "format/packed_layout.h"
@@ -28,8 +29,6 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t{512} << 20;
 constexpr uint64_t kMinCodedBytes = 16 << 10;
 // A coded form kept only when it saves at least this share of the bytes.
 constexpr double kMaxCodedRatio = 0.95;
-
-uint64_t AlignUp(uint64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::string Hex64(uint64_t v) {
   char text[17];
@@ -217,7 +216,7 @@ class PackWriter {
 
   // Appends bytes at the next aligned place; [begin, end) in the file.
   Result<nlohmann::ordered_json> Append(const void* data, uint64_t n) {
-    at_ = AlignUp(at_);
+    at_ = AlignUp(at_, kAlign);
     const uint64_t begin = at_;
     const auto* p = static_cast<const unsigned char*>(data);
     for (uint64_t done = 0; done < n;) {
@@ -230,7 +229,7 @@ class PackWriter {
   }
 
   Status Finish(const std::string& header) {
-    at_ = AlignUp(at_);
+    at_ = AlignUp(at_, kAlign);
     const uint64_t header_at = at_;
     HOIST_RETURN_IF_ERROR(out_->WriteAt(header_at, header.data(), header.size()));
     unsigned char prologue[kPrologueBytes];
@@ -616,7 +615,7 @@ Result<TensorDirectory> ReadPacked(File& file) {
     t.stored_bytes = p.coded ? (p.coded_end - p.coded_begin) + (p.rest_end - p.rest_begin) +
                                    p.unit_bits.size() * 2 + p.group_start_bits.size() * 16 + 256
                              : t.nbytes;
-    virtual_at = AlignUp(virtual_at + t.nbytes);
+    virtual_at = AlignUp(virtual_at + t.nbytes, kAlign);
     dir.tensors.push_back(std::move(t));
     layout->tensors.push_back(std::move(p));
   }

@@ -2,17 +2,44 @@
 
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 namespace hoist {
 
 Result<RawRead> FaultInjectionFile::ReadSome(uint64_t offset, void* dst, size_t n) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++in_flight_;
+  }
+  Result<RawRead> read = Read(offset, dst, n);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --in_flight_;
+  changed_.notify_all();
+  return read;
+}
+
+void FaultInjectionFile::Release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  released_ = true;
+  changed_.notify_all();
+}
+
+void FaultInjectionFile::ReleaseAndWaitForReads() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  released_ = true;
+  changed_.notify_all();
+  changed_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
+Result<RawRead> FaultInjectionFile::Read(uint64_t offset, void* dst, size_t n) {
   const uint64_t call = reads_.fetch_add(1) + 1;
   if (plan_.delay_us != 0) std::this_thread::sleep_for(std::chrono::microseconds(plan_.delay_us));
   if (plan_.interrupt_every != 0 && call % plan_.interrupt_every == 0) return RawRead{0, true};
   const uint64_t end = offset + n;
   if (plan_.hang_at >= offset && plan_.hang_at < end) {
-    while (!released_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return released_; });
   }
   if (plan_.eio_at >= offset && plan_.eio_at < end) {
     return ErrnoStatus(EIO, "read failed", path(), plan_.eio_at);

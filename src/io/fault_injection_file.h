@@ -5,9 +5,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,14 +45,22 @@ class FaultInjectionFile final : public File {
   }
 
   // Lets reads held at hang_at go on.
-  void Release() { released_.store(true); }
+  void Release();
+  // Release, then waits until no read is in this file (the ones let go have written their
+  // bytes and returned).
+  void ReleaseAndWaitForReads();
   uint64_t reads() const { return reads_.load(); }
 
  private:
+  Result<RawRead> Read(uint64_t offset, void* dst, size_t n);
+
   std::unique_ptr<File> target_;
   FaultPlan plan_;
   std::atomic<uint64_t> reads_{0};
-  std::atomic<bool> released_{false};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;  // guarded by mutex_
+  int in_flight_ = 0;      // guarded by mutex_
 };
 
 // Forwards to `target`, wrapping every file it opens in a FaultInjectionFile with `plan`.

@@ -22,7 +22,7 @@ bool IsBucketName(std::string_view name) {
          });
 }
 
-std::string Trim(std::string_view text) {
+std::string TrimBlanks(std::string_view text) {
   const size_t begin = text.find_first_not_of(" \t\r");
   if (begin == std::string_view::npos) return "";
   const size_t end = text.find_last_not_of(" \t\r");
@@ -37,17 +37,17 @@ std::optional<std::string> IniValue(std::string_view text, std::string_view sect
   while (at < text.size()) {
     size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
-    const std::string line = Trim(text.substr(at, end - at));
+    const std::string line = TrimBlanks(text.substr(at, end - at));
     at = end + 1;
     if (line.empty() || line[0] == '#' || line[0] == ';') continue;
     if (line.front() == '[' && line.back() == ']') {
-      current = Trim(std::string_view(line).substr(1, line.size() - 2));
+      current = TrimBlanks(std::string_view(line).substr(1, line.size() - 2));
       continue;
     }
     const size_t equals = line.find('=');
     if (current != section || equals == std::string::npos) continue;
-    if (Trim(std::string_view(line).substr(0, equals)) == key) {
-      return Trim(std::string_view(line).substr(equals + 1));
+    if (TrimBlanks(std::string_view(line).substr(0, equals)) == key) {
+      return TrimBlanks(std::string_view(line).substr(equals + 1));
     }
   }
   return std::nullopt;

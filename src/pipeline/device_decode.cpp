@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/units.h"
 #include "format/packed_layout.h"
 #include "pack/exponent_decode_gpu.h"
 #include "pipeline/staging_pool.h"
@@ -20,12 +21,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kAlign = 256;
-uint64_t AlignUp(uint64_t n, uint64_t to = kAlign) { return (n + to - 1) / to * to; }
 
 // A reader that finds the scratch ring full waits this long for a decode to give room back,
 // then takes scratch of its own: the ring never holds up a load whose readers all wait.
 constexpr auto kRingWait = std::chrono::milliseconds(500);
-constexpr auto kPoll = std::chrono::microseconds(100);
+constexpr auto kDecodePoll = std::chrono::microseconds(100);
 
 // The file range a coded tensor streams: its coded stream, then its kept bytes.
 struct StreamedParts {
@@ -233,8 +233,8 @@ Status DecodingLoad::Prepare() {
     coded_[i].packed = &p;
     coded_[i].parts = *PartsOf(p);
     coded_on[d].push_back(i);
-    streamed[d] += AlignUp(coded_[i].parts.bytes);
-    largest[d] = std::max(largest[d], AlignUp(coded_[i].parts.bytes));
+    streamed[d] += AlignUp(coded_[i].parts.bytes, kAlign);
+    largest[d] = std::max(largest[d], AlignUp(coded_[i].parts.bytes, kAlign));
     decoded_on_device_bytes_ += p.nbytes;
   }
   const int threads = options_.threads > 0
@@ -249,7 +249,7 @@ Status DecodingLoad::Prepare() {
     auto side = std::make_unique<DeviceSide>();
     side->device = devices_[d];
     side->flags = coded_on[d].size();
-    uint64_t at = AlignUp(8 * side->flags);
+    uint64_t at = AlignUp(8 * side->flags, kAlign);
     for (size_t k = 0; k < coded_on[d].size(); ++k) {
       CodedTensor& c = coded_[coded_on[d][k]];
       c.flag = k;
@@ -276,7 +276,7 @@ Status DecodingLoad::Prepare() {
     HOIST_RETURN_IF_ERROR(UploadIndex(s, coded_on[d]));
     // Room for the tensors whose parts are in flight (about the staging pool's bytes) and the
     // two largest being decoded, or for all of them when that is less.
-    s.scratch_bytes = std::min(streamed[d], AlignUp(staging) + 2 * largest[d]);
+    s.scratch_bytes = std::min(streamed[d], AlignUp(staging, kAlign) + 2 * largest[d]);
     HOIST_ASSIGN_OR_RETURN(void* scratch, s.device->AllocateDevice(s.scratch_bytes));
     s.scratch = static_cast<unsigned char*>(scratch);
     s.ring = std::make_unique<ScratchRing>(s.scratch, s.scratch_bytes);
@@ -325,7 +325,7 @@ Result<void*> DecodingLoad::CarrierDestination(size_t i) {
   CodedTensor& c = coded_[i];
   if (c.packed == nullptr) return static_cast<void*>(final_[i].load());
   DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
-  const uint64_t n = AlignUp(c.parts.bytes);
+  const uint64_t n = AlignUp(c.parts.bytes, kAlign);
   c.scratch = side.ring->Take(n, kRingWait, stop_);
   if (c.scratch == nullptr) {
     if (stop_.load()) return Status::Cancelled("the load stopped");
@@ -424,7 +424,7 @@ void DecodingLoad::Watch() {
       return;
     }
     if (idle && streamed_.load()) return;
-    std::this_thread::sleep_for(kPoll);
+    std::this_thread::sleep_for(kDecodePoll);
   }
 }
 

@@ -26,7 +26,7 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-constexpr auto kPoll = std::chrono::milliseconds(50);
+constexpr auto kExitPoll = std::chrono::milliseconds(50);
 // After a stop, copies in flight on a device that cannot abandon them get this long to finish.
 constexpr auto kDrainGrace = std::chrono::milliseconds(1000);
 // Threads that do not return within this after a stop (a read stuck in the kernel) are left
@@ -428,7 +428,7 @@ void LoadSession::Stream() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(job.exit_mutex);
-      job.exit_cv.wait_for(lock, kPoll, [&] { return job.running == 0; });
+      job.exit_cv.wait_for(lock, kExitPoll, [&] { return job.running == 0; });
     }
     if (job.stop.load()) break;
     if (job.chunks_done.load() == total_chunks) break;

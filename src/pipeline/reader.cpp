@@ -9,7 +9,7 @@
 namespace hoist {
 namespace {
 
-constexpr auto kPoll = std::chrono::milliseconds(50);
+constexpr auto kBufferPoll = std::chrono::milliseconds(50);
 
 // The queue a reader copies on to a device: its own, spread over the device's queues.
 int QueueOn(const CheckedDevice& device, int reader) { return reader % device.queues(); }
@@ -219,7 +219,7 @@ class Reader {
   // was read straight into its tensor and held none, or nothing is in flight yet).
   Step TakeBuffer(std::optional<StagingBuffer>* buffer) {
     if (mine_.size() < lane_.buffers_per_reader) {
-      *buffer = lane_.pool->Acquire(mine_.empty() ? kPoll : std::chrono::milliseconds(0));
+      *buffer = lane_.pool->Acquire(mine_.empty() ? kBufferPoll : std::chrono::milliseconds(0));
     }
     if (*buffer) return Step::kBuffer;
     if (mine_.empty()) return Step::kAgain;

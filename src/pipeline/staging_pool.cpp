@@ -102,50 +102,68 @@ bool StagingPool::TryAddRegion(size_t count) {
   return true;
 }
 
+void StagingPool::Grow(size_t have, size_t count) {
+  // First the rest in up to 4 allocations made at once: faulting in (zeroing) fresh pages
+  // runs in parallel, so the readers waiting for buffers get them sooner.
+  const size_t rest = count - have;
+  const size_t parts = std::min<size_t>(4, rest);
+  std::vector<size_t> sizes(parts, rest / parts);
+  for (size_t i = 0; i < rest % parts; ++i) ++sizes[i];
+  std::atomic<size_t> added{0};
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < parts; ++i) {
+    auto helper = StartThread("a staging allocation thread", [this, &added, n = sizes[i]] {
+      if (TryAddRegion(n)) added += n;
+    });
+    if (!helper.ok()) break;  // the halving loop below allocates the rest on this thread
+    helpers.push_back(std::move(helper).value());
+  }
+  if (TryAddRegion(sizes[0])) added += sizes[0];
+  for (std::thread& t : helpers) t.join();
+  have += added.load();
+  // Whatever failed: smaller allocations, halving down to one buffer.
+  size_t piece = count - have;
+  while (have < count && !stop_growing_.load()) {
+    piece = std::min(piece, count - have);
+    if (TryAddRegion(piece)) {
+      have += piece;
+    } else if (piece > 1) {
+      piece = (piece + 1) / 2;
+    } else {
+      std::lock_guard<std::mutex> lock(mutex_);
+      report_.fallbacks.push_back("pinned memory ran out after " + std::to_string(have) + " of " +
+                                  std::to_string(count) + " staging buffers of " +
+                                  FormatBytes(buffer_bytes_) + "; staging with fewer");
+      return;
+    }
+  }
+}
+
 void StagingPool::GrowInBackground(size_t have, size_t count) {
-  auto grower = StartThread("the staging pool's allocation thread", [this, have, count]() mutable {
-    // First the rest in up to 4 allocations made at once: faulting in (zeroing) fresh pages
-    // runs in parallel, so the readers waiting for buffers get them sooner.
-    const size_t rest = count - have;
-    const size_t parts = std::min<size_t>(4, rest);
-    std::vector<size_t> sizes(parts, rest / parts);
-    for (size_t i = 0; i < rest % parts; ++i) ++sizes[i];
-    std::atomic<size_t> added{0};
-    std::vector<std::thread> helpers;
-    for (size_t i = 1; i < parts; ++i) {
-      auto helper = StartThread("a staging allocation thread", [this, &added, n = sizes[i]] {
-        if (TryAddRegion(n)) added += n;
-      });
-      if (!helper.ok()) break;  // the halving loop below allocates the rest on this thread
-      helpers.push_back(std::move(helper).value());
-    }
-    if (TryAddRegion(sizes[0])) added += sizes[0];
-    for (std::thread& t : helpers) t.join();
-    have += added.load();
-    // Whatever failed: smaller allocations, halving down to one buffer.
-    size_t piece = count - have;
-    while (have < count && !stop_growing_.load()) {
-      piece = std::min(piece, count - have);
-      if (TryAddRegion(piece)) {
-        have += piece;
-      } else if (piece > 1) {
-        piece = (piece + 1) / 2;
-      } else {
-        std::lock_guard<std::mutex> lock(mutex_);
-        report_.fallbacks.push_back("pinned memory ran out after " + std::to_string(have) + " of " +
-                                    std::to_string(count) + " staging buffers of " +
-                                    FormatBytes(buffer_bytes_) + "; staging with fewer");
-        return;
-      }
-    }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    growing_ = true;
+  }
+  auto grower = StartThread("the staging pool's allocation thread", [this, have, count] {
+    Grow(have, count);
+    std::lock_guard<std::mutex> lock(mutex_);
+    growing_ = false;
+    grown_.notify_all();
   });
   if (grower.ok()) {
     grower_ = std::move(grower).value();
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
+  growing_ = false;
   report_.fallbacks.push_back(grower.status().message() + "; staging with the first " +
                               std::to_string(have) + " buffers");
+}
+
+StagingPoolReport StagingPool::ReportOnceGrown() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  grown_.wait(lock, [this] { return !growing_; });
+  return report_;
 }
 
 StagingPoolReport StagingPool::report() {

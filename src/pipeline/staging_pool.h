@@ -75,6 +75,9 @@ class StagingPool {
   std::optional<StagingBuffer> Acquire(std::chrono::milliseconds wait);
 
   StagingPoolReport report();
+  // The report once the background allocation has ended (every planned buffer, or what the
+  // fallback kept).
+  StagingPoolReport ReportOnceGrown();
   uint64_t buffer_bytes() const { return buffer_bytes_; }
   // Buffers the pool is meant to hold once its background allocation is done.
   size_t planned_buffers() const { return planned_buffers_; }
@@ -97,6 +100,8 @@ class StagingPool {
   bool TryAddRegion(size_t count);
   // Allocates buffers `have` to `count` on a background thread (and helpers).
   void GrowInBackground(size_t have, size_t count);
+  // GrowInBackground's thread.
+  void Grow(size_t have, size_t count);
 
   std::shared_ptr<CheckedDevice> device_;
   std::vector<Region> regions_;          // guarded by mutex_
@@ -105,6 +110,8 @@ class StagingPool {
   std::vector<size_t> free_;
   std::mutex mutex_;
   std::condition_variable available_;
+  std::condition_variable grown_;
+  bool growing_ = false;      // guarded by mutex_
   StagingPoolReport report_;  // guarded by mutex_
   uint64_t buffer_bytes_ = 0;
   size_t planned_buffers_ = 0;

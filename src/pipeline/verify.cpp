@@ -37,6 +37,14 @@ struct Item {
   size_t device = 0;                   // index into VerifyJob::devices
 };
 
+// What one worker waits on: a file read or a read-back of `item`, since `since_ns`.
+struct Wait {
+  enum Kind { kNothing, kFileRead, kReadBack } kind = kNothing;
+  size_t item = 0;
+  uint64_t file_offset = 0;  // of a file read
+  int64_t since_ns = 0;
+};
+
 // What the workers share; held by shared_ptr so that a worker left behind keeps it alive.
 struct VerifyJob {
   std::vector<std::unique_ptr<File>> files;
@@ -53,11 +61,21 @@ struct VerifyJob {
   int running = 0;
   Status error;
   std::vector<Mismatch> mismatches;
-  std::vector<int64_t> reading_back;  // per worker: the item being read back, or -1
+  std::vector<Wait> waits;  // per worker: what it waits on now
 
   static int64_t Now() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
+  }
+  // A worker starts and ends a wait; each wait that ends is progress.
+  void Begin(size_t worker, Wait::Kind kind, size_t item, uint64_t file_offset) {
+    std::lock_guard<std::mutex> lock(mutex);
+    waits[worker] = {kind, item, file_offset, Now()};
+  }
+  void End(size_t worker) {
+    std::lock_guard<std::mutex> lock(mutex);
+    waits[worker].kind = Wait::kNothing;
+    progress_ns.store(Now());
   }
   void Fail(Status s) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -115,21 +133,18 @@ bool CompareItem(VerifyJob& job, size_t worker, size_t k, std::vector<unsigned c
     const uint64_t file_begin = t.offset + first_row * pitch + column;
     const uint64_t span = (last_row - first_row) * pitch + (off + n - last_row * width) - column;
     from_file.resize(std::max<uint64_t>(from_file.size(), span));
+    job.Begin(worker, Wait::kFileRead, k, file_begin);
     Status s = job.files[t.file]->ReadExact(file_begin, from_file.data(), span);
+    job.End(worker);
     if (s.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(job.mutex);
-        job.reading_back[worker] = static_cast<int64_t>(k);
-      }
+      job.Begin(worker, Wait::kReadBack, k, 0);
       s = job.devices[t.device]->CopyToHost(from_device.data(), t.src + off, n, job.external);
-      std::lock_guard<std::mutex> lock(job.mutex);
-      job.reading_back[worker] = -1;
+      job.End(worker);
     }
     if (!s.ok()) {
       job.Fail(s);
       return false;
     }
-    job.progress_ns.store(VerifyJob::Now());
     if (job.stop.load()) return false;
     if (ReportFirstDifference(job, t, off, n, width, pitch, file_begin, from_file, from_device)) {
       return true;  // the tensor's first difference is enough
@@ -180,8 +195,8 @@ Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const Loa
 // Up to `threads` workers (at least one, or the error of the first that could not start).
 Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& job, int threads) {
   std::vector<std::thread> pool;
-  job->reading_back.assign(static_cast<size_t>(std::max(1, threads)), -1);
-  for (size_t w = 0; w < job->reading_back.size(); ++w) {
+  job->waits.assign(static_cast<size_t>(std::max(1, threads)), Wait{});
+  for (size_t w = 0; w < job->waits.size(); ++w) {
     {
       std::lock_guard<std::mutex> lock(job->mutex);
       ++job->running;
@@ -198,14 +213,21 @@ Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& 
   return pool;
 }
 
-// What a stalled verify was waiting on.
+// What a stalled verify was waiting on: the wait that began first (job.mutex held).
 std::string StalledAt(const VerifyJob& job) {
-  for (int64_t k : job.reading_back) {
-    if (k < 0) continue;
-    const Item& item = job.items[static_cast<size_t>(k)];
+  const Wait* oldest = nullptr;
+  for (const Wait& w : job.waits) {
+    if (w.kind != Wait::kNothing && (oldest == nullptr || w.since_ns < oldest->since_ns)) {
+      oldest = &w;
+    }
+  }
+  if (oldest == nullptr) return "comparing the tensors";
+  const Item& item = job.items[oldest->item];
+  if (oldest->kind == Wait::kReadBack) {
     return "reading tensor '" + item.name + "' back from " + job.devices[item.device]->name();
   }
-  return "reading the files";
+  return "reading " + job.files[item.file]->path() + " at byte " +
+         std::to_string(oldest->file_offset) + " (tensor '" + item.name + "')";
 }
 
 // The watchdog: OK once the workers end; a stop signal, or a read-back without progress for
@@ -236,8 +258,8 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
   std::vector<bool> busy(job.devices.size(), false);
   {
     std::lock_guard<std::mutex> lock(job.mutex);
-    for (int64_t k : job.reading_back) {
-      if (k >= 0) busy[job.items[static_cast<size_t>(k)].device] = true;
+    for (const Wait& w : job.waits) {
+      if (w.kind == Wait::kReadBack) busy[job.items[w.item].device] = true;
     }
   }
   for (size_t d = 0; d < job.devices.size(); ++d) {
@@ -247,9 +269,9 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
   job.exited_cv.wait_for(lock, kExitGrace, [&] { return job.running == 0; });
   if (job.running == 0) return true;
   // A read-back that never returns may still read its device's memory.
-  for (int64_t k : job.reading_back) {
-    if (k < 0) continue;
-    const size_t d = job.items[static_cast<size_t>(k)].device;
+  for (const Wait& w : job.waits) {
+    if (w.kind != Wait::kReadBack) continue;
+    const size_t d = job.items[w.item].device;
     job.devices[d]->set_free_on_destroy(false);
     model.LeaveAllocated(d);  // leaked on purpose
   }

@@ -6,7 +6,6 @@
 
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "format/sample_model.h"
@@ -137,8 +136,8 @@ TEST_F(ReliabilityCliTest, SigtermDuringVerifyReadBackEndsItWithin2Seconds) {
       {"verify", model_, "--device", "sim:readback_bandwidth=20KB/s,sim", "--split", "replicate"}};
   for (const auto& args : runs) {
     testing::HoistProcess p(args);
+    // Printed as the read-back starts; the signal lands in it (it takes seconds).
     ASSERT_TRUE(p.WaitForErr("hoist: verifying", testing::TimeBound(10))) << p.Err();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside a read-back
     const auto start = std::chrono::steady_clock::now();
     p.Signal(SIGTERM);
     const int code = p.Wait(testing::TimeBound(2));

@@ -23,6 +23,7 @@ Result<bool> WaitFor(CopyHandle& h, int ms) {
   for (;;) {
     auto done = h.Poll();
     if (!done.ok() || done.value() || std::chrono::steady_clock::now() > end) return done;
+    // A pacing loop: CopyHandle::Poll never blocks, as the pipeline uses it.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

@@ -13,19 +13,19 @@ namespace {
 using testing::Bytes;
 
 // A file with the given header text and data_bytes bytes of data.
-Bytes File(const std::string& header, size_t data_bytes) {
+Bytes SafetensorsFile(const std::string& header, size_t data_bytes) {
   Bytes b;
   b.Put<uint64_t>(header.size()).Raw(header).Zeros(data_bytes);
   return b;
 }
 
-Result<TensorDirectory> Parse(const Bytes& b) {
+Result<TensorDirectory> ParseSafetensors(const Bytes& b) {
   MemoryFile file("bad.safetensors", b.data);
   return ReadSafetensors(file);
 }
 
-void ExpectInvalid(const Bytes& b, const std::string& message) {
-  auto dir = Parse(b);
+void ExpectInvalidSafetensors(const Bytes& b, const std::string& message) {
+  auto dir = ParseSafetensors(b);
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), Code::kInvalidModel);
   EXPECT_EQ(dir.status().message(), "bad.safetensors: " + message);
@@ -35,7 +35,7 @@ TEST(SafetensorsReaderTest, ReadsTensorsInDataOrderWithAbsoluteOffsets) {
   const std::string header =
       R"({"__metadata__":{"format":"pt"},"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]},)"
       R"("a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})";
-  auto dir = Parse(File(header, 8));
+  auto dir = ParseSafetensors(SafetensorsFile(header, 8));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   ASSERT_EQ(dir->tensors.size(), 2u);
   EXPECT_EQ(dir->tensors[0].name, "a");
@@ -50,7 +50,7 @@ TEST(SafetensorsReaderTest, ReadsTensorsInDataOrderWithAbsoluteOffsets) {
 TEST(SafetensorsReaderTest, AcceptsEmptyAndScalarTensors) {
   const std::string header = R"({"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]},)"
                              R"("s":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})";
-  auto dir = Parse(File(header, 8));
+  auto dir = ParseSafetensors(SafetensorsFile(header, 8));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   EXPECT_EQ(dir->tensors[0].nbytes, 0u);
   EXPECT_EQ(dir->tensors[1].nbytes, 8u);
@@ -59,31 +59,34 @@ TEST(SafetensorsReaderTest, AcceptsEmptyAndScalarTensors) {
 TEST(SafetensorsReaderTest, RejectsShortFile) {
   Bytes b;
   b.Put<uint32_t>(5);
-  ExpectInvalid(b, "file is 4 bytes, shorter than the 8-byte header length at byte 0");
+  ExpectInvalidSafetensors(b, "file is 4 bytes, shorter than the 8-byte header length at byte 0");
 }
 
 TEST(SafetensorsReaderTest, RejectsHeaderOverLimit) {
   Bytes b;
   b.Put<uint64_t>(100'000'001).Zeros(16);
-  ExpectInvalid(b, "header length 100000001 exceeds the limit of 100000000 bytes at byte 0");
+  ExpectInvalidSafetensors(
+      b, "header length 100000001 exceeds the limit of 100000000 bytes at byte 0");
 }
 
 TEST(SafetensorsReaderTest, RejectsHeaderPastEnd) {
   Bytes b;
   b.Put<uint64_t>(1000).Raw("{}");
-  ExpectInvalid(b, "header length 1000 runs past the end of the file (10 bytes) at byte 0");
+  ExpectInvalidSafetensors(b,
+                           "header length 1000 runs past the end of the file (10 bytes) at byte 0");
 }
 
 TEST(SafetensorsReaderTest, RejectsInvalidUtf8) {
-  ExpectInvalid(File("{\"a\xff\":1}", 0), "JSON is not valid UTF-8 at byte 11");
+  ExpectInvalidSafetensors(SafetensorsFile("{\"a\xff\":1}", 0),
+                           "JSON is not valid UTF-8 at byte 11");
 }
 
 TEST(SafetensorsReaderTest, RejectsHeaderNotStartingWithBrace) {
-  ExpectInvalid(File(" {}", 0), "header does not start with '{' at byte 8");
+  ExpectInvalidSafetensors(SafetensorsFile(" {}", 0), "header does not start with '{' at byte 8");
 }
 
 TEST(SafetensorsReaderTest, RejectsMalformedJson) {
-  auto dir = Parse(File("{\"a\":", 0));
+  auto dir = ParseSafetensors(SafetensorsFile("{\"a\":", 0));
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), Code::kInvalidModel);
   EXPECT_NE(dir.status().message().find("JSON is malformed"), std::string::npos);
@@ -91,15 +94,16 @@ TEST(SafetensorsReaderTest, RejectsMalformedJson) {
 
 TEST(SafetensorsReaderTest, RejectsDeepNesting) {
   std::string deep = "{\"a\":" + std::string(200, '[') + std::string(200, ']') + "}";
-  ExpectInvalid(File(deep, 0),
-                "JSON nested deeper than 64 levels at byte " + std::to_string(8 + 5 + 63));
+  ExpectInvalidSafetensors(SafetensorsFile(deep, 0), "JSON nested deeper than 64 levels at byte " +
+                                                         std::to_string(8 + 5 + 63));
 }
 
 TEST(SafetensorsReaderTest, RejectsDuplicateTensor) {
   const std::string header =
       R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
-  ExpectInvalid(File(header, 2), "JSON object has the key 'a' twice at byte " +
-                                     std::to_string(8 + header.rfind("\"a\"")));
+  ExpectInvalidSafetensors(
+      SafetensorsFile(header, 2),
+      "JSON object has the key 'a' twice at byte " + std::to_string(8 + header.rfind("\"a\"")));
 }
 
 TEST(SafetensorsReaderTest, RejectsTensorRules) {
@@ -136,44 +140,48 @@ TEST(SafetensorsReaderTest, RejectsTensorRules) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.header);
-    ExpectInvalid(File(c.header, c.data), c.message + " at byte 8");
+    ExpectInvalidSafetensors(SafetensorsFile(c.header, c.data), c.message + " at byte 8");
   }
 }
 
 TEST(SafetensorsReaderTest, AcceptsSubByteDtypesThatFillWholeBytes) {
-  auto dir = Parse(File(R"({"a":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},)"
-                        R"("b":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[3,6]}})",
-                        6));
+  auto dir = ParseSafetensors(
+      SafetensorsFile(R"({"a":{"dtype":"F4","shape":[2,3],"data_offsets":[0,3]},)"
+                      R"("b":{"dtype":"F6_E2M3","shape":[4],"data_offsets":[3,6]}})",
+                      6));
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
 }
 
 TEST(SafetensorsReaderTest, RejectsLayoutHolesOverlapsAndTrailingBytes) {
   const std::string two_with_hole =
       R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]}})";
-  ExpectInvalid(File(two_with_hole, 5),
-                "tensor 'b' starts at data offset 3 but the previous tensor ends at 2 (a hole) at "
-                "byte " +
-                    std::to_string(8 + two_with_hole.size() + 2));
+  ExpectInvalidSafetensors(
+      SafetensorsFile(two_with_hole, 5),
+      "tensor 'b' starts at data offset 3 but the previous tensor ends at 2 (a hole) at "
+      "byte " +
+          std::to_string(8 + two_with_hole.size() + 2));
   const std::string overlap =
       R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
-  ExpectInvalid(File(overlap, 3),
-                "tensor 'b' starts at data offset 1 but the previous tensor ends at 2 (an overlap) "
-                "at byte " +
-                    std::to_string(8 + overlap.size() + 1));
+  ExpectInvalidSafetensors(
+      SafetensorsFile(overlap, 3),
+      "tensor 'b' starts at data offset 1 but the previous tensor ends at 2 (an overlap) "
+      "at byte " +
+          std::to_string(8 + overlap.size() + 1));
   const std::string not_at_zero = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})";
-  ExpectInvalid(File(not_at_zero, 3),
-                "tensor 'a' starts at data offset 1 but the previous tensor ends at 0 (a hole) at "
-                "byte " +
-                    std::to_string(8 + not_at_zero.size()));
+  ExpectInvalidSafetensors(
+      SafetensorsFile(not_at_zero, 3),
+      "tensor 'a' starts at data offset 1 but the previous tensor ends at 0 (a hole) at "
+      "byte " +
+          std::to_string(8 + not_at_zero.size()));
   const std::string one = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
-  ExpectInvalid(File(one, 3),
-                "tensor data ends at data offset 2 but the file holds 3 data bytes "
-                "at byte " +
-                    std::to_string(8 + one.size() + 2));
-  ExpectInvalid(File(one, 1),
-                "tensor data ends at data offset 2 but the file holds 1 data bytes "
-                "at byte " +
-                    std::to_string(8 + one.size() + 1));
+  ExpectInvalidSafetensors(SafetensorsFile(one, 3),
+                           "tensor data ends at data offset 2 but the file holds 3 data bytes "
+                           "at byte " +
+                               std::to_string(8 + one.size() + 2));
+  ExpectInvalidSafetensors(SafetensorsFile(one, 1),
+                           "tensor data ends at data offset 2 but the file holds 1 data bytes "
+                           "at byte " +
+                               std::to_string(8 + one.size() + 1));
 }
 
 TEST(SafetensorsWriterTest, RoundTripsEveryDtype) {

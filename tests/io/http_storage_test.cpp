@@ -73,6 +73,7 @@ class Nginx {
         close(s);
         return;
       }
+      // A pacing loop: nginx says nothing when it listens, so its port is polled.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ok_ = false;
@@ -150,6 +151,12 @@ class FaultProxy {
     return "http://127.0.0.1:" + std::to_string(port_) + "/" + name;
   }
   int ranged_gets() const { return ranged_gets_; }
+  // Waits until `n` ranged GETs arrived or `seconds` passed; whether they did.
+  bool WaitForRangedGets(int n, double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return request_cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                                [&] { return ranged_gets_ >= n; });
+  }
   int port() const { return port_; }
   // Every request received, in order.
   std::vector<std::string> requests() const {
@@ -215,6 +222,7 @@ class FaultProxy {
       {
         std::lock_guard<std::mutex> lock(mutex_);
         requests_.push_back(request);
+        request_cv_.notify_all();
       }
       if (answer_) {
         if (const std::string own = answer_(request); !own.empty()) {
@@ -257,6 +265,8 @@ class FaultProxy {
     }
     if (ranged && fault_ == Fault::kStall && index >= count_) {
       SendAll(client, answer.substr(0, head_end));
+      // The fault under test: the answer stops after its head until the proxy stops (a
+      // pacing loop: stop_ is set from the proxy's destructor).
       while (!stop_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return false;
     }
@@ -279,6 +289,7 @@ class FaultProxy {
   int port_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<int> ranged_gets_{0};
+  std::condition_variable request_cv_;  // with mutex_: a request arrived
   std::atomic<bool> corrupted_{false};
   std::thread acceptor_;
   mutable std::mutex mutex_;
@@ -462,12 +473,13 @@ TEST_F(HttpStorageTest, SigtermMidDownloadEndsTheLoadWithin2Seconds) {
   const pid_t pid = Spawn({HOIST_CLI, "load", proxy.url("a.safetensors"), "--device", "host",
                            "--stall-timeout", "600", "--quiet"});
   ASSERT_GT(pid, 0);
-  while (proxy.ranged_gets() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(proxy.WaitForRangedGets(3, 30)) << "the load never asked for its ranges";
   const auto sent = std::chrono::steady_clock::now();
   kill(pid, SIGTERM);
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     ASSERT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(5)) << "no exit";
+    // A pacing loop: a child's exit is polled with waitpid(WNOHANG).
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const double took =

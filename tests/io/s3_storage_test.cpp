@@ -46,6 +46,7 @@ class S3Server {
       std::string word;
       if (in >> word >> port_ && word == "port") return;
       port_ = -1;
+      // A pacing loop: the server writes its port to a file, which has no event to wait on.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

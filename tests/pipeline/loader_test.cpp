@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -352,14 +354,13 @@ TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
   const auto start = Clock::now();
   auto model = Load(WithFaults(dir_, plan, &opened), Device("sim"), o);
   const double s = SecondsSince(start);
-  for (FaultInjectionFile* f : opened) f->Release();  // let the stuck reader go
+  for (FaultInjectionFile* f : opened) f->ReleaseAndWaitForReads();  // the stuck reader goes
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
   EXPECT_NE(model.status().message().find("read stage: reading " + dir_.files[0].path + " at byte"),
             std::string::npos)
       << model.status().message();
   EXPECT_LT(s, testing::TimeBound(1 + 2.0 + 1.5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 // On the host, a chunk that is one piece of one tensor is read straight into it (no staging,
@@ -415,8 +416,8 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
             std::string::npos)
       << model.status().message();
   EXPECT_LT(s, testing::TimeBound(1 + 2.0 + 1.5));
-  for (FaultInjectionFile* f : opened) f->Release();  // the stuck read ends, into `memory`
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The stuck read ends, into `memory`, before `memory` goes.
+  for (FaultInjectionFile* f : opened) f->ReleaseAndWaitForReads();
 }
 
 // A rank load whose copies cannot be stopped (a GPU whose engine hung: abandon=0) keeps its
@@ -443,22 +444,42 @@ TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
   }
 }
 
+// Cancelled from another thread once the first bytes landed (the progress callback says so),
+// the load ends promptly and frees everything.
 TEST_F(FaultTest, CancelEndsTheLoadPromptlyAndFreesEverything) {
   auto device = Device("sim:bandwidth=20MB/s");
   std::atomic<bool> cancel{false};
+  std::mutex mutex;
+  std::condition_variable landed_cv;
+  bool landed = false;
   LoadOptions o;
   o.cancel = &cancel;
+  o.progress = [&](const LoadProgress& p) {
+    if (p.copied_bytes > 0) {
+      std::lock_guard<std::mutex> lock(mutex);
+      landed = true;
+      landed_cv.notify_all();
+    }
+    return true;
+  };
+  Clock::time_point cancelled;
   std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::unique_lock<std::mutex> lock(mutex);
+    landed_cv.wait(lock, [&] { return landed; });
+    cancelled = Clock::now();
     cancel.store(true);
   });
-  const auto start = Clock::now();
   auto model = Load(dir_, device, o);
-  const double s = SecondsSince(start);
+  const auto returned = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    landed = true;  // a load that ended before any byte landed must not leave the thread waiting
+    landed_cv.notify_all();
+  }
   canceller.join();
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kCancelled);
-  EXPECT_LT(s, testing::TimeBound(0.2 + 2.0));
+  EXPECT_LT(std::chrono::duration<double>(returned - cancelled).count(), testing::TimeBound(2.0));
   EXPECT_EQ(device->live_device_allocations(), 0u);
   EXPECT_EQ(device->live_pinned_allocations(), 0u);
 }

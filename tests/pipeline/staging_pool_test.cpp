@@ -14,27 +14,18 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::shared_ptr<CheckedDevice> Sim(const std::string& options = "") {
+std::shared_ptr<CheckedDevice> SimWith(const std::string& options = "") {
   auto device = OpenDevice(options.empty() ? "sim" : "sim:" + options);
   EXPECT_TRUE(device.ok()) << device.status().ToString();
   return *device;
 }
 
-// Waits for the background allocation to bring the pool to `buffers`.
-void WaitForBuffers(StagingPool& pool, size_t buffers) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (pool.report().buffers < buffers && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-}
-
 TEST(StagingPoolTest, CarvesBuffersFromAFewPinnedAllocations) {
-  auto device = Sim();
+  auto device = SimWith();
   auto pool = StagingPool::Create(device, 96 * kMiB, 4 * kMiB);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   EXPECT_EQ((*pool)->planned_buffers(), 24u);
-  WaitForBuffers(**pool, 24);
-  ASSERT_EQ((*pool)->report().buffers, 24u);
+  ASSERT_EQ((*pool)->ReportOnceGrown().buffers, 24u);
   // The first four before Create returned, the other twenty in four background allocations.
   EXPECT_EQ(device->live_pinned_allocations(), 5u);
   EXPECT_EQ(device->live_pinned_bytes(), 96 * kMiB);
@@ -57,7 +48,7 @@ TEST(StagingPoolTest, CarvesBuffersFromAFewPinnedAllocations) {
 }
 
 TEST(StagingPoolTest, AnAbandonedBufferKeepsItsAllocationAlive) {
-  auto device = Sim();
+  auto device = SimWith();
   auto pool = StagingPool::Create(device, 8 * kMiB, 4 * kMiB);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   auto b = (*pool)->Acquire(std::chrono::milliseconds(0));
@@ -69,12 +60,10 @@ TEST(StagingPoolTest, AnAbandonedBufferKeepsItsAllocationAlive) {
 }
 
 TEST(StagingPoolTest, RunningOutOfPinnedMemoryMidwayKeepsWhatItGot) {
-  auto device = Sim("pinned_limit=40MiB");
+  auto device = SimWith("pinned_limit=40MiB");
   auto pool = StagingPool::Create(device, 96 * kMiB, 4 * kMiB);
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  WaitForBuffers(**pool, 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const StagingPoolReport report = (*pool)->report();
+  const StagingPoolReport report = (*pool)->ReportOnceGrown();
   EXPECT_TRUE(report.pinned);
   EXPECT_EQ(report.buffers, 10u);  // 40 MiB of 4 MiB buffers
   ASSERT_FALSE(report.fallbacks.empty());

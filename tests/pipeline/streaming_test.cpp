@@ -265,6 +265,8 @@ TEST_F(StreamingLoadTest, ACallerHoldingTheLoadBackIsNotAStall) {
   std::atomic<size_t> asked{0};
   std::mutex mutex;  // the calls come from several readers at once
   o.destination = [&](size_t, const TensorEntry& t) -> Result<void*> {
+    // The behaviour under test, not a wait: a caller that takes longer than the stall timeout
+    // to give some destinations.
     if (++asked % 7 == 3) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     HOIST_ASSIGN_OR_RETURN(void* p, device->AllocateDevice(t.nbytes));
     std::lock_guard<std::mutex> lock(mutex);
