@@ -3,12 +3,29 @@ CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake argume
 example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism; HOIST_CMAKE_BUILD_DIR builds in
 an existing CMake build folder of the same configuration (what it has built is not built
 again)."""
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 
-from setuptools import Extension, setup
+
+def missing_build_requirements():
+    """The build requirements (pyproject.toml's) this interpreter cannot import. pip's build
+    isolation installs them; with --no-build-isolation they must be the interpreter's own, and
+    without them setuptools fails later with "invalid command 'bdist_wheel'". (pybind11 may
+    also be CMake's alone, as Debian's pybind11-dev is: CMake says when it is missing.)"""
+    return [name for name in ("setuptools", "wheel") if importlib.util.find_spec(name) is None]
+
+
+if missing_build_requirements():
+    sys.exit(f"hoist's build needs {', '.join(missing_build_requirements())} in the Python that "
+             f"runs it ({sys.executable}), which cannot import them. Either let pip fetch them "
+             f"(pip install . without --no-build-isolation), or build with a Python that has "
+             f"them: on Debian, apt-get install python3-setuptools python3-wheel pybind11-dev "
+             f"and use /usr/bin/python3 (or a venv made from it with --system-site-packages).")
+
+from setuptools import Extension, setup  # noqa: E402
 from setuptools.command.build_ext import build_ext
 
 
@@ -33,6 +50,11 @@ class CMakeBuild(build_ext):
         build = os.environ.get("HOIST_CMAKE_BUILD_DIR") or os.path.join(self.build_temp, "cmake")
         build = os.path.abspath(build)
         args = [f"-DPython_EXECUTABLE={sys.executable}", "-DHOIST_PYTHON=ON"]
+        # pybind11 from PyPI (pip's isolated build) carries its CMake files inside the module;
+        # Debian's pybind11-dev puts them where CMake looks.
+        if importlib.util.find_spec("pybind11") is not None:
+            import pybind11
+            args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
         if not os.environ.get("HOIST_CMAKE_BUILD_DIR"):  # a folder of its own builds no more
             args += ["-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF", "-DCMAKE_BUILD_TYPE=Release"]
         args += os.environ.get("HOIST_CMAKE_ARGS", "").split()

@@ -26,7 +26,7 @@ if ! $core; then
     # Windows cross-build and its test runner; the HIP backend's build check
     g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
     # the Python module and its tests (Debian's torch is CPU-only)
-    python3-dev python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
+    python3-dev python3-venv python3-setuptools python3-wheel python3-pip pybind11-dev python3-numpy
     python3-torch python3-xxhash python3-tqdm
     # the CLI's --json documents checked against docs/schemas; the stubs under mypy --strict;
     # pyflakes over the Python code

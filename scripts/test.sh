@@ -63,13 +63,15 @@ for stage in "${stages[@]}"; do
       # fails at its end.
       main_tests=passed
       ctest --test-dir build --output-on-failure -j "$jobs" || main_tests=failed
-      # The C API as an engine uses it: installed, then examples/load_model.c built by a C-only
-      # CMake project (find_package, hoist::hoist) and by a plain cc with pkg-config.
+      # The C API as an engine uses it: installed, then examples/ configured alone as a C-only
+      # CMake project against the install (find_package, hoist::hoist) and its test run, and
+      # examples/load_model.c built by a plain cc with pkg-config.
       rm -rf build/install build/consumer
       cmake --install build --prefix "$PWD/build/install" >/dev/null
-      cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" \
-        -DHOIST_EXAMPLE="$PWD/examples/load_model.c" >/dev/null
+      cmake -S examples -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" -DHOIST_WERROR=ON >/dev/null
       cmake --build build/consumer >/dev/null
+      ctest --test-dir build/consumer --output-on-failure >/dev/null \
+        || { ctest --test-dir build/consumer --output-on-failure; exit 1; }
       # shellcheck disable=SC2046
       cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_pkg_config \
         $(PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" pkg-config --cflags --libs hoist)
@@ -112,7 +114,9 @@ for stage in "${stages[@]}"; do
         >build-tidy/tidy.log 2>&1 \
         || { grep -E "(error|warning):" build-tidy/tidy.log | sed 's/\x1b\[[0-9;]*m//g' \
                | "$python" scripts/tidy_bundles.py --explain; exit 1; }
-      echo "$(grep -c '^// tidy bundle: ' build-tidy/src/CMakeFiles/*/Unity/*.cxx | awk -F: '{n += $2} END {print n}') files in $(grep -c '^clang-tidy' build-tidy/tidy.log) units clean under .clang-tidy"
+      bundled=$(grep -h -c '^// tidy bundle: ' build-tidy/src/CMakeFiles/*/Unity/*.cxx | awk '{n += $1} END {print n}')
+      alone=$(grep '^clang-tidy' build-tidy/tidy.log | grep -o "$PWD/src/[^ ]*\.cpp" | sort -u | wc -l)
+      echo "$((bundled + alone)) files of src/ in $(grep -c '^clang-tidy' build-tidy/tidy.log) units clean under .clang-tidy"
       ;;
     asan)
       banner "AddressSanitizer + UndefinedBehaviorSanitizer"
@@ -242,6 +246,14 @@ sys.stdout.buffer.write(struct.pack('<Q', len(h)) + h + w + bytes(16))" >"$seeds
         [[ $version == "hoist "* ]] || { echo "$tool --version gave '$version'" >&2; exit 1; }
       done
       echo "python -m hoist and the hoist script run the installed tool: $version"
+      # The README's own install line, as written (into venv/, with the same build folder).
+      readme_line=$(grep -o '`/usr/bin/python3 -m venv [^`]*`' README.md | tr -d '`')
+      [ -n "$readme_line" ] || { echo "README.md has no Python install line" >&2; exit 1; }
+      rm -rf venv
+      HOIST_CMAKE_BUILD_DIR="$PWD/build" HOIST_BUILD_JOBS=$jobs bash -c "$readme_line --quiet"
+      (cd /tmp && "$OLDPWD/venv/bin/python" -c "import hoist; print('the README line installs', hoist.__version__)")
+      venv/bin/hoist --version >/dev/null
+      rm -rf venv
       # One version: CMake's project(VERSION) in the package metadata, hoist.__version__ and the tool.
       (cd /tmp && PYTHONPATH="$target" "$python" -c "
 import importlib.metadata, hoist, sys

@@ -75,7 +75,8 @@ typedef struct hoist_load_options {
   size_t name_count;
   hoist_progress_fn progress;
   void* progress_user;
-  /* Since 0.2: a struct_size from 0.1, which ends above, is accepted with these unset. */
+  /* Added after the first group: a struct_size that ends above (an engine built against an
+   * older header) is accepted with these unset. */
   hoist_tensor_loaded_fn tensor_loaded; /* NULL: none */
   void* tensor_loaded_user;
   /* hoist_load_into only. Nonzero: the destination callback is called on a reader thread just
@@ -97,7 +98,7 @@ typedef struct hoist_load_options {
   size_t placement_count;
   const double* split_shares;
   size_t split_share_count;
-  /* Since 0.2, second group: a struct_size that ends above is accepted with these unset.
+  /* Second group added: a struct_size that ends above is accepted with these unset.
    * How several devices share the model: "layer" (NULL, the default), or "tensor" or
    * "replicate", which load the parts hoist_model_split gives (hoist_loaded_tensor(loaded, i)
    * is then part i, in hoist_model_split's order). */
@@ -141,12 +142,12 @@ hoist_status hoist_model_tensor(const hoist_model* model, size_t index, hoist_te
 hoist_status hoist_model_find(const hoist_model* model, const char* name, size_t* index);
 /* Tensor `index`'s dtype as blocks: `elements` values in `bytes` bytes (F32: 1 in 4, Q4_K: 256
  * in 144, F4: 2 in 1). A quantized GGUF tensor is rows of whole blocks; split or view it in
- * them. HOIST_ERROR_INVALID_ARGUMENT for a dtype hoist has no geometry for. */
+ * them. HOIST_INVALID_ARGUMENT for a dtype hoist has no geometry for. */
 hoist_status hoist_model_tensor_block(const hoist_model* model, size_t index, uint32_t* elements,
                                       uint32_t* bytes);
 /* Whether `split` (a name hoist_load_options.split takes: "layer", "tensor", "replicate" or a
  * policy a host program registered) places parts of tensors, which hoist_model_split lists,
- * rather than whole tensors, which hoist_model_place lists. HOIST_ERROR_INVALID_ARGUMENT, naming
+ * rather than whole tensors, which hoist_model_place lists. HOIST_INVALID_ARGUMENT, naming
  * the choices, for a name that is no split. */
 hoist_status hoist_split_places_parts(const char* split, int* places_parts);
 /* Where a load with these options would put each tensor: device_of[i] is an index into the

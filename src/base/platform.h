@@ -15,6 +15,10 @@ namespace hoist {
 // ANSI code page, so there they are read again from the wide command line).
 std::vector<std::string> CommandLineArguments(int argc, char** argv);
 
+// Whether the shared library `name` ("libcuda.so.1", "nvcuda.dll") can be loaded here: the
+// difference between a driver too old and no driver at all.
+bool SharedLibraryLoads(const char* name);
+
 // The most resident memory this process has used so far, in bytes.
 uint64_t PeakRssBytes();
 // Resident memory now, in bytes (0 when the platform cannot say).

@@ -1,3 +1,4 @@
+#include <dlfcn.h>
 #include <signal.h>
 #if defined(__linux__)
 #include <sys/vfs.h>
@@ -116,5 +117,12 @@ void InstallStopSignalHandlers() {
 }
 
 int StopSignalReceived() { return g_stop_signal.load(); }
+
+bool SharedLibraryLoads(const char* name) {
+  void* library = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+  if (library == nullptr) return false;
+  dlclose(library);
+  return true;
+}
 
 }  // namespace hoist

@@ -88,4 +88,11 @@ void InstallStopSignalHandlers() {
 
 int StopSignalReceived() { return g_stop_signal.load(); }
 
+bool SharedLibraryLoads(const char* name) {
+  HMODULE library = LoadLibraryA(name);
+  if (library == nullptr) return false;
+  FreeLibrary(library);
+  return true;
+}
+
 }  // namespace hoist

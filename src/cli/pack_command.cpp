@@ -107,6 +107,12 @@ Runner RegisterPack(CLI::App& app) {
                                         static_cast<double>(report->bytes)
                                   : 100.0,
                 seconds);
+    if (coded == 0) {
+      std::printf(
+          "no tensor got smaller coded: packing codes the exponents of BF16, F16 and F32 "
+          "weights, which gains where they cluster (trained weights); these are stored as they "
+          "are, and the packed copy saves nothing\n");
+    }
     std::printf("wrote %s\n", options->out.c_str());
     if (options->check) {
       if (Status checked = CheckRoundTrip(*original, options->out); !checked.ok()) {

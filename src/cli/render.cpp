@@ -49,8 +49,13 @@ std::string DirectoryToText(const TensorDirectory& dir) {
   if (dir.version != 0) os << " v" << dir.version;
   os << "\nfiles     " << dir.files.size() << "\n";
   for (size_t i = 0; i < dir.files.size(); ++i) {
-    os << "  [" << i << "] " << dir.files[i].path << " (" << FormatBytes(dir.files[i].size)
-       << ")\n";
+    const FileEntry& f = dir.files[i];
+    os << "  [" << i << "] " << f.path << " (" << FormatBytes(f.size);
+    // A packed file reads as the original's bytes; on disk it is what it stores.
+    if (f.identity.known && f.identity.size != f.size) {
+      os << " as read, " << FormatBytes(f.identity.size) << " on disk";
+    }
+    os << ")\n";
   }
   os << "metadata  " << dir.metadata.size() << " keys\n";
   for (const MetadataEntry& m : dir.metadata) {

@@ -8,11 +8,6 @@
 
 namespace hoist::cli {
 
-// The candidate nearest to `typed` (Levenshtein distance, insertions, deletions and
-// substitutions; a swap of two neighbours counts once), or empty when even the nearest is
-// further than a third of the longer word (at least 2).
-std::string NearestName(const std::string& typed, const std::vector<std::string>& candidates);
-
 // The message for a command line CLI11 refused, with a suggestion where a command or option
 // name was mistyped ("unknown command 'lod'; did you mean 'load'?"); empty when there is none
 // to make (CLI11's own message then stands). args: as typed, without the program's name.

@@ -26,6 +26,9 @@ struct DeviceBackend {
   std::function<std::vector<DeviceInfo>()> list;
   // What "auto" picks: the name of its first usable device, or "" (host is the last resort).
   std::function<std::string()> preferred;
+  // Why it has no usable device on this machine, in words ("cuda: no usable GPU (...)"), or ""
+  // when it has one or opens devices only when named (doctor and "auto" say it).
+  std::function<std::string()> unusable;
 };
 
 // Adds a backend after the built-in ones. Thread safe; a prefix a built-in row answers to

@@ -24,6 +24,10 @@ class CheckedDevice final : public Device {
   DeviceKind kind() const { return kind_; }
   const DeviceCapabilities& capabilities() const { return capabilities_; }
   bool CanAbandon() const { return capabilities_.can_abandon; }
+  // Why this device stands in for the one asked for ("auto" found no usable GPU), in words;
+  // empty when it is the one asked for. Set once, before the device is shared.
+  const std::string& fallback() const { return fallback_; }
+  void set_fallback(std::string why) { fallback_ = std::move(why); }
 
   DeviceInfo Info() override { return backend_->Info(); }
   int queues() const override { return backend_->queues(); }
@@ -93,6 +97,7 @@ class CheckedDevice final : public Device {
 
   std::unique_ptr<Device> backend_;
   std::string name_;
+  std::string fallback_;
   DeviceKind kind_ = DeviceKind::kHost;
   DeviceCapabilities capabilities_;
   mutable std::mutex mutex_;

@@ -1,11 +1,13 @@
 // Opening a device by name through the backend table (device/backends.h).
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/nearest_name.h"
 #include "device/backends.h"
 #include "device/checked_device.h"
 #include "device/device.h"
@@ -19,6 +21,7 @@ DeviceInfo HostDeviceInfo(int workers);
 Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams);
 DeviceInfo DescribeGpu(int ordinal);
 int GpuDeviceCount();
+std::string GpuUnusableReason();
 void ReleaseCachedGpuMemory();
 #endif
 
@@ -76,11 +79,23 @@ std::vector<DeviceInfo> ListGpus() {
 // The built-in kinds, GPUs first (what "auto" prefers).
 std::vector<DeviceBackend> BuiltInBackends() {
   std::vector<DeviceBackend> rows;
-  rows.push_back({{"cuda", "hip", "gpu"}, OpenGpu, ListGpus, [] {
+  rows.push_back({{"cuda", "hip", "gpu"},
+                  OpenGpu,
+                  ListGpus,
+                  [] {
 #if defined(HOIST_HAVE_GPU)
                     if (GpuDeviceCount() > 0) return std::string(kGpuPrefix) + ":0";
 #endif
                     return std::string();
+                  },
+                  [] {
+#if defined(HOIST_HAVE_GPU)
+                    return GpuUnusableReason();
+#else
+                    return std::string(
+                        "gpu: this build has no GPU backend (rebuild with -DHOIST_CUDA=ON or "
+                        "-DHOIST_HIP=ON)");
+#endif
                   }});
   rows.push_back({{"host"},
                   [](const std::string&, const std::string& rest) {
@@ -115,14 +130,23 @@ Result<std::unique_ptr<Device>> OpenBackend(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string prefix = spec.substr(0, colon);
   const std::string rest = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  std::vector<std::string> known = {"auto", "cpu"};
   for (const DeviceBackend& backend : DeviceBackends()) {
     for (const std::string& p : backend.prefixes) {
       if (p == prefix) return backend.open(prefix, rest);
+      known.push_back(p);
     }
   }
-  return Status::InvalidArgument("unknown device '" + spec +
-                                 "': expected auto, host (or cpu), sim[:options], gpu[:N] or "
-                                 "cuda[:N]");
+  std::string lower = prefix;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string near = NearestName(lower, known);
+  return Status::InvalidArgument(
+      "unknown device '" + spec +
+      "': expected auto, host (or cpu), sim[:options], gpu[:N] or cuda[:N]" +
+      (near.empty()
+           ? ""
+           : "; did you mean '" + near + (colon == std::string::npos ? "" : ":" + rest) + "'?"));
 }
 
 // The names torch, transformers and accelerate users write, as hoist's: "cpu" is the host,
@@ -150,18 +174,28 @@ std::vector<DeviceBackend> DeviceBackends() {
 Result<std::shared_ptr<CheckedDevice>> OpenDevice(const std::string& spec_as_given) {
   const std::string spec = CanonicalDeviceName(spec_as_given);
   std::string chosen = spec;
+  std::string fallback;
   if (spec == "auto") {
     chosen = "host";
+    std::vector<std::string> reasons;
     for (const DeviceBackend& backend : DeviceBackends()) {
       const std::string preferred = backend.preferred ? backend.preferred() : std::string();
       if (!preferred.empty()) {
         chosen = preferred;
         break;
       }
+      const std::string why = backend.unusable ? backend.unusable() : std::string();
+      if (!why.empty()) reasons.push_back(why);
+    }
+    if (chosen == "host") {
+      fallback = "--device auto found no usable GPU; loading to host memory";
+      for (const std::string& why : reasons) fallback += (&why == &reasons[0] ? ": " : "; ") + why;
     }
   }
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<Device> backend, OpenBackend(chosen));
-  return std::make_shared<CheckedDevice>(std::move(backend));
+  auto device = std::make_shared<CheckedDevice>(std::move(backend));
+  device->set_fallback(std::move(fallback));
+  return device;
 }
 
 Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenDevices(const std::string& specs,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/platform.h"
 #include "device/device.h"
 #include "device/gpu_vendor.h"
 #include "device/host_memory.h"
@@ -19,6 +20,16 @@ namespace hoist {
 DeviceInfo DescribeGpu(int ordinal);
 
 namespace {
+
+// An error from asking for devices, in words: cudart says "driver version is insufficient"
+// both when the driver is too old and when there is none, so the driver library is tried.
+std::string DescribeGpuError(gpuError_t err) {
+  std::string name = gpuGetErrorName(err);
+  if (err == gpuErrorInsufficientDriver && !SharedLibraryLoads(kGpuDriverLibrary)) {
+    return "no GPU driver: " + std::string(kGpuDriverLibrary) + " cannot be loaded; " + name;
+  }
+  return name + ": " + gpuGetErrorString(err);
+}
 
 Status GpuStatus(gpuError_t err, const std::string& device, const char* what) {
   return Status::DeviceError(device + ": " + what + " failed: " + gpuGetErrorString(err));
@@ -87,7 +98,7 @@ class GpuDevice final : public Device {
     gpuError_t err = gpuGetDeviceCount(&count);
     if (err != gpuSuccess) {
       return Status::Unavailable(std::string(HOIST_GPU_PREFIX) + ": no usable GPU (" +
-                                 gpuGetErrorString(err) + ")");
+                                 DescribeGpuError(err) + ")");
     }
     if (ordinal < 0 || ordinal >= count) {
       return Status::Unavailable(std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(ordinal) +
@@ -348,6 +359,15 @@ Result<std::unique_ptr<Device>> MakeGpuDevice(int ordinal, int streams) {
 }
 
 void ReleaseCachedGpuMemory() { PinnedCache::Get().Release(); }
+
+std::string GpuUnusableReason() {
+  int count = 0;
+  const gpuError_t err = gpuGetDeviceCount(&count);
+  if (err == gpuSuccess && count > 0) return "";
+  std::string why = std::string(HOIST_GPU_PREFIX) + ": no usable GPU (";
+  if (err == gpuSuccess) return why + "the driver reports none)";
+  return why + DescribeGpuError(err) + ")";
+}
 
 int GpuDeviceCount() {
   int count = 0;

@@ -11,7 +11,10 @@ using gpuEvent_t = hipEvent_t;
 using gpuDeviceProp_t = hipDeviceProp_t;
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
 inline constexpr gpuError_t gpuErrorNotReady = hipErrorNotReady;
+inline constexpr gpuError_t gpuErrorInsufficientDriver = hipErrorInsufficientDriver;
+inline constexpr const char* kGpuDriverLibrary = "libamdhip64.so";
 #define gpuGetErrorString hipGetErrorString
+#define gpuGetErrorName hipGetErrorName
 #define gpuGetDeviceCount hipGetDeviceCount
 #define gpuSetDevice hipSetDevice
 #define gpuGetDeviceProperties hipGetDeviceProperties
@@ -45,7 +48,14 @@ using gpuEvent_t = cudaEvent_t;
 using gpuDeviceProp_t = cudaDeviceProp;
 inline constexpr gpuError_t gpuSuccess = cudaSuccess;
 inline constexpr gpuError_t gpuErrorNotReady = cudaErrorNotReady;
+inline constexpr gpuError_t gpuErrorInsufficientDriver = cudaErrorInsufficientDriver;
+#if defined(_WIN32)
+inline constexpr const char* kGpuDriverLibrary = "nvcuda.dll";
+#else
+inline constexpr const char* kGpuDriverLibrary = "libcuda.so.1";
+#endif
 #define gpuGetErrorString cudaGetErrorString
+#define gpuGetErrorName cudaGetErrorName
 #define gpuGetDeviceCount cudaGetDeviceCount
 #define gpuSetDevice cudaSetDevice
 #define gpuGetDeviceProperties cudaGetDeviceProperties

@@ -21,7 +21,8 @@ bool StartsWith(const unsigned char* head, size_t n, std::string_view magic) {
 }
 
 std::string ConvertPyTorch(const std::string& path) {
-  return "convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
+  return "convert it to safetensors first, e.g. python3 -c \"import torch, hoist.safetensors.torch "
+         "as "
          "st; st.save_file(torch.load('" +
          path + "', weights_only=True), 'model.safetensors')\"";
 }
@@ -59,6 +60,15 @@ ForeignFormat DescribeForeignFile(const unsigned char* head, size_t n, const std
   }
   if (StartsWith(head, n, "\x93NUMPY")) {
     return {"a NumPy .npy array", "save the arrays with safetensors.numpy.save_file first"};
+  }
+  size_t first = 0;
+  while (first < n && (head[first] == ' ' || head[first] == '\n' || head[first] == '\r' ||
+                       head[first] == '\t')) {
+    ++first;
+  }
+  if (first < n && head[first] == '{') {
+    return {"JSON text (a shard index is read as one only when its name ends in .index.json)",
+            "name it MODEL.safetensors.index.json, with its shards beside it"};
   }
   if (EndsWith(path, ".onnx")) {
     return {"an ONNX model", "export the weights to safetensors first"};

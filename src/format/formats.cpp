@@ -26,10 +26,14 @@ constexpr ModelFormat kFormats[] = {
 
 std::span<const ModelFormat> ModelFormats() { return kFormats; }
 
-const ModelFormat* FindFormat(const unsigned char* head, size_t n, const std::string& path) {
+const ModelFormat* SniffFormat(const unsigned char* head, size_t n) {
   for (const ModelFormat& f : kFormats) {
     if (f.sniff(head, n)) return &f;
   }
+  return nullptr;
+}
+
+const ModelFormat* FormatBySuffix(const std::string& path) {
   for (const ModelFormat& f : kFormats) {
     if (f.claims_suffix && path.ends_with(f.suffix)) return &f;
   }

@@ -28,9 +28,11 @@ struct ModelFormat {
 // The rows, in the order they are tried.
 std::span<const ModelFormat> ModelFormats();
 
-// The format a file is read as: the first row whose sniff accepts head, else the first that
-// claims path's suffix; null for none.
-const ModelFormat* FindFormat(const unsigned char* head, size_t n, const std::string& path);
+// The first row whose sniff accepts head; null for none.
+const ModelFormat* SniffFormat(const unsigned char* head, size_t n);
+// The first row that claims path's suffix; null for none. A file no sniff accepts is read as
+// this format unless its bytes show it is another kind of file (foreign_formats.h).
+const ModelFormat* FormatBySuffix(const std::string& path);
 
 // The format whose reader explains a file no row recognises and no other format claims
 // (safetensors: its header length says what is wrong).

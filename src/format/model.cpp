@@ -24,14 +24,19 @@ Result<TensorDirectory> ReadOneFile(Storage& storage, const std::string& path) {
   unsigned char head[kSniffBytes] = {};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(file->size(), kSniffBytes));
   if (n > 0) HOIST_RETURN_IF_ERROR(file->ReadExact(0, head, n));
-  if (const ModelFormat* format = FindFormat(head, n, path); format != nullptr) {
+  if (const ModelFormat* format = SniffFormat(head, n); format != nullptr) {
     return format->read(*file);
   }
+  // Another kind of file under a model's name (a pickle or an index named .safetensors) is
+  // named for what it is, not read as what its name says.
   if (const ForeignFormat foreign = DescribeForeignFile(head, n, path); !foreign.what.empty()) {
     return Status(
         Code::kInvalidModel,
         Status::InvalidModel(path, 0, "not safetensors or GGUF but " + foreign.what).message() +
             "; " + foreign.next);
+  }
+  if (const ModelFormat* format = FormatBySuffix(path); format != nullptr) {
+    return format->read(*file);
   }
   return FallbackFormat().read(*file);
 }

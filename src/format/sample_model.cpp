@@ -189,6 +189,14 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
   if (spec.shards < 1 || spec.shards > 999) {
     return Status::InvalidArgument("shards must be between 1 and 999");
   }
+  // A shard set is read by its index's name: written under any other, it would be read back
+  // as a safetensors file.
+  if (spec.format == "safetensors" && spec.shards > 1 && !path.ends_with(".index.json")) {
+    return Status::InvalidArgument(path +
+                                   ": a sharded safetensors sample is written as its index, "
+                                   "whose name must end in .index.json "
+                                   "(model.safetensors.index.json)");
+  }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

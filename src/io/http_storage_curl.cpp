@@ -417,6 +417,11 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   std::vector<Handle> idle_;
 };
 
+// What a server that ignores ranges is told to be instead.
+constexpr const char* kRangeServers =
+    "; serve the model with one that answers Range requests (nginx, Apache, caddy, or "
+    "`npx http-server`; Python's http.server does not)";
+
 // An answer that is an error whatever the retries: a status naming the file and, where the
 // body is an S3 error document, the server's reason.
 // credentials: where the request's credentials came from, for a refusal's message.
@@ -425,6 +430,11 @@ Status AnswerError(const std::string& name, const Response& r, const std::string
                      (r.reason.empty() ? "" : " " + Printable(r.reason));
   if (const std::string s3 = S3ErrorSummary(r.error_body); !s3.empty()) {
     what += ": " + Printable(s3);
+  }
+  // A directory's URL: servers refuse (403) or miss (404) it, whatever the credentials.
+  if ((r.code == 403 || r.code == 404) && name.ends_with("/")) {
+    what += " (a directory's URL: name the model's file, or the .index.json of a sharded model)";
+    return r.code == 404 ? Status::NotFound(what) : Status::IoError(what);
   }
   if (r.code == 404 || r.code == 410) return Status::NotFound(what);
   if (r.code == 401 || r.code == 403) {
@@ -604,7 +614,8 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
     if (sink != nullptr && sink->overflowed) {
       if (!ranged) return Status::IoError(RedactUrl(name) + ": the answer is too large");
       return Status::IoError(RedactUrl(name) + ": the server answered a request for " +
-                             Bytes(offset, n) + " with more than those (it ignores byte ranges)");
+                             Bytes(offset, n) + " with more than those (it ignores byte ranges)" +
+                             kRangeServers);
     }
     const bool retry = code != CURLE_OK ? Transient(code) : TransientAnswer(r.code);
     if (retry && attempt < options_.retries && std::chrono::steady_clock::now() + wait < give_up) {
@@ -652,7 +663,7 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
   }
   if (r.code == 200 && !(offset == 0 && sink.received == size_)) {
     return Status::IoError(RedactUrl(name_) + ": the server answered a request for " + asked +
-                           " with the whole file (it ignores byte ranges)");
+                           " with the whole file (it ignores byte ranges)" + kRangeServers);
   }
   if (r.code == 206) {
     // The bytes the answer says it holds must be the ones asked for, of a file of the size seen

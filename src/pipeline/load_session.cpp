@@ -304,6 +304,9 @@ Status LoadSession::Prepare() {
   LoadedModel& model = *model_;
   LoadReport& report = model.report;
   report.device = JoinNames(devices_);
+  for (const auto& device : devices_) {
+    if (!device->fallback().empty()) report.fallbacks.push_back(device->fallback());
+  }
   report.io = options_.io;
   report.warnings = dir_.warnings;
 

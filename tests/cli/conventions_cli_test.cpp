@@ -3,10 +3,13 @@
 // typo, the program's name in its usage lines, and what the build is.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hoist/hoist.h"
 #include "test_util.h"
@@ -26,7 +29,8 @@ class ConventionsCliTest : public testing::SampleModelTest<8 << 20> {
 
 TEST_F(ConventionsCliTest, FilesOfOtherFormatsAreNamedWithTheNextStep) {
   const std::string convert =
-      "; convert it to safetensors first, e.g. python3 -c \"import torch, safetensors.torch as "
+      "; convert it to safetensors first, e.g. python3 -c \"import torch, hoist.safetensors.torch "
+      "as "
       "st; st.save_file(torch.load('";
   struct Case {
     std::string name, bytes, what, next;
@@ -41,7 +45,20 @@ TEST_F(ConventionsCliTest, FilesOfOtherFormatsAreNamedWithTheNextStep) {
        "; convert it with llama.cpp's convert_llama_ggml_to_gguf.py"},
       {"w.npy", std::string("\x93NUMPY\x01\x00", 8) + "v{'descr'", "a NumPy .npy array",
        "; save the arrays with safetensors.numpy.save_file first"},
+      // A shard index under a model's name (make-sample once wrote one so).
+      {"index.safetensors", "{\"metadata\": {}, \"weight_map\": {}}",
+       "JSON text (a shard index is read as one only when its name ends in .index.json)",
+       "; name it MODEL.safetensors.index.json, with its shards beside it"},
+      {"pickled.gguf", std::string("\x80\x02\x8a\x0a", 4) + "l\xfc\x9c\x46\xf9 j\xa8P\x19.",
+       "a Python pickle, as PyTorch's torch.save wrote before 1.6", convert},
   };
+  const std::string sharded = tmp_.File("sharded.safetensors");
+  auto refused = RunHoist({"make-sample", sharded, "--shards", "3", "--size", "1MiB"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.err, "hoist: " + sharded +
+                             ": a sharded safetensors sample is written as its index, whose name "
+                             "must end in .index.json (model.safetensors.index.json)\n");
+  EXPECT_FALSE(std::filesystem::exists(sharded));
   for (const Case& c : cases) {
     const std::string path = Write(c.name, c.bytes);
     auto r = RunHoist({"inspect", path});
@@ -153,9 +170,67 @@ TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
   r = RunHoist({});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.find("hoist: a command is required (inspect, load,"), 0u) << r.err;
+  r = RunHoist({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("or a URL:\nhttp(s)://HOST/PATH (a server that answers Range requests), "
+                       "s3://BUCKET/KEY, or\nhf://ORG/NAME[@REVISION] (docs/SOURCES.md)."),
+            std::string::npos)
+      << r.out;
   r = RunHoist({"load", "--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Usage: hoist load [OPTIONS] PATH"), std::string::npos) << r.out;
+  // Device names as for commands: the nearest, its index kept; a name in capitals.
+  for (const auto& [typed, meant] : std::vector<std::pair<std::string, std::string>>{
+           {"cuad:0", "cuda:0"},
+           {"CPU", "cpu"},
+           {"hots", "host"},
+           {"smi:bandwidth=1GB/s", "sim:bandwidth=1GB/s"}}) {
+    r = RunHoist({"load", model_, "--device", typed});
+    EXPECT_EQ(r.exit_code, 1) << typed;
+    EXPECT_EQ(r.err, "hoist: unknown device '" + typed +
+                         "': expected auto, host (or cpu), sim[:options], gpu[:N] or cuda[:N]; did "
+                         "you mean '" +
+                         meant + "'?\n");
+  }
+  r = RunHoist({"load", model_, "--device", "xyzzy:3"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+// "--device auto" that finds no usable GPU loads to host and says so, with each GPU backend's
+// reason (a build without one says that), in the summary, --json and doctor.
+TEST_F(ConventionsCliTest, AFallbackFromAutoSaysWhatItFellBackFromAndWhy) {
+  auto r = RunHoist({"load", model_, "--device", "auto", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out);
+  const std::string said = "--device auto found no usable GPU; loading to host memory: ";
+  std::string fallback;
+  for (const auto& f : report["fallbacks"]) {
+    if (f.get<std::string>().rfind(said, 0) == 0) fallback = f;
+  }
+  auto doctor = RunHoist({"doctor", "--device", "auto", "--json"});
+  ASSERT_EQ(doctor.exit_code, 0) << doctor.err;
+  const auto found = nlohmann::json::parse(doctor.out);
+  if (report["device"] != "host") {  // a GPU build on a machine with a GPU
+    EXPECT_EQ(fallback, "") << r.out;
+    return;
+  }
+  ASSERT_NE(fallback, "") << r.out;
+  const std::string version = RunHoist({"--version"}).out;
+  if (version.find("GPU backend: none") != std::string::npos) {
+    EXPECT_EQ(fallback, said +
+                            "gpu: this build has no GPU backend (rebuild with -DHOIST_CUDA=ON "
+                            "or -DHOIST_HIP=ON)");
+  } else {
+    EXPECT_NE(fallback.find(": no usable GPU ("), std::string::npos) << fallback;
+  }
+  ASSERT_TRUE(found.contains("unusable_backends")) << doctor.out;
+  EXPECT_EQ(found["unusable_backends"][0], fallback.substr(said.size()));
+  EXPECT_NE(std::find(found["traps"].begin(), found["traps"].end(), fallback), found["traps"].end())
+      << doctor.out;
+  r = RunHoist({"load", model_, "--device", "auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("    " + fallback + "\n"), std::string::npos) << r.out;
 }
 
 TEST_F(ConventionsCliTest, VersionAndDoctorSayWhatTheBuildIs) {
@@ -166,7 +241,12 @@ TEST_F(ConventionsCliTest, VersionAndDoctorSayWhatTheBuildIs) {
   EXPECT_NE(r.out.find(" build, GPU backend: "), std::string::npos) << r.out;
   r = RunHoist({"doctor", "--device", "host", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto machine = nlohmann::json::parse(r.out)["machine"];
+  const auto found = nlohmann::json::parse(r.out);
+  const auto machine = found["machine"];
+  // The host pins nothing, so no pinned allocation rate is made up for it.
+  EXPECT_TRUE(found["ceilings"]["pinned_allocation_gbps"].is_null()) << r.out;
+  EXPECT_EQ(found["not_measured"]["pinned_allocation_gbps"],
+            "host stages in ordinary memory: nothing is pinned");
   EXPECT_EQ(machine["hoist_version"], hoist_version());
   EXPECT_TRUE(machine["gpu_backend"].is_string());
   EXPECT_TRUE(machine["build_type"].is_string());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/units.h"
 #include "format/model.h"
 #include "format/packed_checks.h"
 #include "format/sample_model.h"
@@ -247,11 +248,34 @@ TEST_F(PackedTest, TheCliPacksChecksInspectsAndVerifies) {
   const nlohmann::json inspected = nlohmann::json::parse(r.out);
   EXPECT_EQ(inspected["format"], kPackedFormat);
   EXPECT_LT(inspected["stored_bytes"].get<uint64_t>(), inspected["total_bytes"].get<uint64_t>());
+  r = RunHoist({"inspect", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("  [0] " + out + " (" + FormatBytes(inspected["total_bytes"].get<uint64_t>()) +
+                 " as read, " + FormatBytes(std::filesystem::file_size(out)) + " on disk)\n"),
+      std::string::npos)
+      << r.out;
   r = RunHoist({"verify", out, "--device", "sim"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = RunHoist({"pack", out, "-o", tmp_.File("again.hoistpack")});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "hoist: " + out + " is packed already\n");
+}
+
+// Values that coding cannot shrink (uniform bf16 bits): every tensor is stored as it is, and
+// pack says why rather than leaving "0 coded" unexplained.
+TEST_F(PackedTest, PackingWeightsThatDoNotShrinkSaysWhy) {
+  SampleSpec spec{"safetensors", 1 << 20};
+  spec.dtypes = {"BF16"};
+  Sample("u.safetensors", spec);
+  auto r = RunHoist({"pack", tmp_.File("u.safetensors"), "-o", tmp_.File("u.hoistpack")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" (0 coded, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nno tensor got smaller coded: packing codes the exponents of BF16, F16 "
+                       "and F32 weights, which gains where they cluster (trained weights); these "
+                       "are stored as they are, and the packed copy saves nothing\n"),
+            std::string::npos)
+      << r.out;
 }
 
 // verify --against: the loaded packed model, read back from the device, against the original's

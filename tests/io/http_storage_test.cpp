@@ -407,8 +407,20 @@ TEST_F(HttpStorageTest, AMissingFileAnUntrustedCertificateAndAServerThatIgnoresR
   FaultProxy proxy(server_->http_port(), Fault::kIgnoreRanges, 0);
   auto whole = LoadUrl(proxy.url("a.safetensors"), Options(), &remote);
   ASSERT_FALSE(whole.ok());
-  EXPECT_NE(whole.status().message().find("(it ignores byte ranges)"), std::string::npos)
+  EXPECT_NE(whole.status().message().find(
+                "(it ignores byte ranges); serve the model with one that answers Range requests "
+                "(nginx, Apache, caddy, or `npx http-server`; Python's http.server does not)"),
+            std::string::npos)
       << whole.status().message();
+
+  // A directory's URL is named as one, not blamed on credentials.
+  std::filesystem::create_directories(server_->root() + "/models");
+  auto directory = LoadUrl(server_->http("models/"), Options(), &remote);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().message(),
+            server_->http("models/") +
+                ": 403 Forbidden (a directory's URL: name the model's file, or the .index.json of "
+                "a sharded model)");
 }
 
 TEST_F(HttpStorageTest, FailuresThatPassAreRetriedAndTheBytesStayExact) {
