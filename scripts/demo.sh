@@ -7,8 +7,12 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --core
 # Its own build tree and sample, so that it neither disturbs the test script's build/ nor
 # picks up some other file that happens to sit where the sample goes.
-cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-demo -j "$(nproc)" --target hoist_cli
+# The tool alone: no tests (whose CMake warns about what only the test script installs).
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_BUILD_TESTS=OFF \
+  -DHOIST_BUILD_BENCH=OFF >/dev/null
+echo "building hoist (a few minutes on 2 cores; the compiler's lines go to build-demo/build.log)"
+cmake --build build-demo -j "$(nproc)" --target hoist_cli >build-demo/build.log 2>&1 \
+  || { tail -40 build-demo/build.log; exit 1; }
 model=${1:-}
 if [ -z "$model" ]; then
   model=build-demo/hoist-sample.gguf

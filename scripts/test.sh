@@ -247,7 +247,7 @@ sys.stdout.buffer.write(struct.pack('<Q', len(h)) + h + w + bytes(16))" >"$seeds
       done
       echo "python -m hoist and the hoist script run the installed tool: $version"
       # The README's own install line, as written (into venv/, with the same build folder).
-      readme_line=$(grep -o '`/usr/bin/python3 -m venv [^`]*`' README.md | tr -d '`')
+      readme_line=$(grep -m1 '^/usr/bin/python3 -m venv ' README.md)
       [ -n "$readme_line" ] || { echo "README.md has no Python install line" >&2; exit 1; }
       rm -rf venv
       HOIST_CMAKE_BUILD_DIR="$PWD/build" HOIST_BUILD_JOBS=$jobs bash -c "$readme_line --quiet"

@@ -60,3 +60,35 @@ class GgufReaderTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DamagedGgufTest(unittest.TestCase):
+    """A GGUF whose header bytes are damaged (strings no longer UTF-8, counts and types wrong)
+    opens or fails with HoistError, never another exception (UnicodeDecodeError once)."""
+
+    def test_every_damaged_header_byte_is_a_hoist_error_or_a_model(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.gguf")
+            subprocess.run([HOIST_CLI, "make-sample", path, "--size", "1MiB", "--dtypes", "F32"],
+                           check=True, capture_output=True)
+            with open(path, "rb") as f:
+                original = f.read()
+            header_end = original.find(b"hoist sample") + 64  # past the strings that matter
+            damaged = os.path.join(tmp, "d.gguf")
+            outcomes = {"opened": 0, "refused": 0}
+            for at in range(24, header_end, 3):
+                for value in (0xFF, 0x80):
+                    data = bytearray(original)
+                    data[at] = value
+                    with open(damaged, "wb") as f:
+                        f.write(bytes(data))
+                    try:
+                        with hoist.gguf.open(damaged) as g:
+                            g.metadata()
+                            g.keys()
+                        outcomes["opened"] += 1
+                    except hoist.HoistError:
+                        outcomes["refused"] += 1
+            self.assertGreater(outcomes["refused"], 0, outcomes)
+            self.assertGreater(outcomes["opened"], 0, outcomes)
+

@@ -229,7 +229,7 @@ void hoist_model_source_init(hoist_model_source* source) {
 
 hoist_status hoist_model_open(const char* path, hoist_model** out) {
   if (path == nullptr || out == nullptr) return Invalid("path and out must not be NULL");
-  return Guarded([&] { return OpenModel({path, nullptr, std::nullopt}, out); });
+  return Guarded([&] { return OpenModel({path, nullptr, std::nullopt, 0}, out); });
 }
 
 hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model** out) {
@@ -245,7 +245,7 @@ hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model**
     switch (kind) {
       case HOIST_SOURCE_PATH:
         if (source->path == nullptr) return Invalid("a path source needs a path");
-        return OpenModel({source->path, nullptr, std::nullopt}, out);
+        return OpenModel({source->path, nullptr, std::nullopt, 0}, out);
       case HOIST_SOURCE_MEMORY: {
         if (source->bytes == nullptr && source->size != 0) {
           return Invalid("a memory source's bytes are NULL but its size is not 0");
@@ -253,7 +253,7 @@ hoist_status hoist_model_open_ex(const hoist_model_source* source, hoist_model**
         // The caller keeps the bytes until hoist_model_close: no owner, no copy.
         const hoist::SharedBytes bytes{nullptr, static_cast<const unsigned char*>(source->bytes),
                                        static_cast<size_t>(source->size)};
-        return OpenModel({source->path != nullptr ? source->path : "<memory>", nullptr, bytes},
+        return OpenModel({source->path != nullptr ? source->path : "<memory>", nullptr, bytes, 0},
                          out);
       }
     }

@@ -19,8 +19,8 @@ Result<TensorDirectory> OpenModel(const ModelSource& source) {
     memory->Add(source.path, *source.bytes);
     storage = std::move(memory);
   }
-  Result<TensorDirectory> dir =
-      storage ? ReadModelDirectory(storage, source.path) : ReadModelDirectory(source.path);
+  Result<TensorDirectory> dir = storage ? ReadModelDirectory(storage, source.path)
+                                        : ReadModelDirectory(source.path, source.stall_timeout_s);
   if (dir.ok()) dir->IndexNames();
   return dir;
 }

@@ -29,6 +29,9 @@ struct ModelSource {
   std::string path;
   std::shared_ptr<Storage> storage;  // null: the local file system
   std::optional<SharedBytes> bytes;  // set: the model is these bytes (storage must be null)
+  // Above 0: no remote request of the opening (HEAD, header, listing) waits longer than this
+  // without progress, in seconds (the load's stall timeout).
+  double stall_timeout_s = 0;
 };
 
 // The model's directory, its names indexed; rules it bends are in its warnings.

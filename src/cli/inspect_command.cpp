@@ -65,7 +65,7 @@ nlohmann::ordered_json PlacementJson(const TensorDirectory& dir,
 }
 
 int RunInspect(const InspectFlags& f) {
-  auto dir = OpenModel({f.path, nullptr, std::nullopt});
+  auto dir = OpenModel({f.path, nullptr, std::nullopt, 0});
   if (!dir.ok()) return ReportFailure(dir.status());
   for (const std::string& w : dir->warnings)
     std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());

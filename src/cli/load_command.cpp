@@ -119,7 +119,7 @@ int OpenAndLoad(const LoadFlags& f, TensorDirectory* dir, std::optional<Complete
   request->options = std::move(options).value();
   if (Status s = CheckRequest(*request); !s.ok()) return ReportFailure(s);
   const auto start = std::chrono::steady_clock::now();
-  auto opened = OpenModel({f.path, nullptr, std::nullopt});
+  auto opened = OpenModel({f.path, nullptr, std::nullopt, f.settings.stall_timeout_s});
   if (!opened.ok()) return ReportFailure(opened.status());
   *dir = std::move(opened).value();
   const double open_parse =

@@ -283,8 +283,8 @@ Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& stora
   return dir;
 }
 
-Result<TensorDirectory> ReadModelDirectory(const std::string& path) {
-  HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(path));
+Result<TensorDirectory> ReadModelDirectory(const std::string& path, double stall_timeout_s) {
+  HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(path, stall_timeout_s));
   return ReadModelDirectory(where.storage, where.path);
 }
 

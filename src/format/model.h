@@ -18,7 +18,8 @@ namespace hoist {
 // invalid-model error. The directory remembers storage: loads and verifies read through it.
 Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
                                            const std::string& path);
-// From the local file system.
-Result<TensorDirectory> ReadModelDirectory(const std::string& path);
+// From where the name says (LocateModel: a local path, a URL, s3://, hf://); stall_timeout_s
+// as LocateModel's.
+Result<TensorDirectory> ReadModelDirectory(const std::string& path, double stall_timeout_s = 0);
 
 }  // namespace hoist

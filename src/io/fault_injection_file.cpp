@@ -8,24 +8,25 @@
 namespace hoist {
 
 Result<RawRead> FaultInjectionFile::ReadSome(uint64_t offset, void* dst, size_t n) {
+  FaultGate& gate = *plan_.gate;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++in_flight_;
+    std::lock_guard<std::mutex> lock(gate.mutex_);
+    ++gate.in_flight_;
   }
   Result<RawRead> read = Read(offset, dst, n);
-  std::lock_guard<std::mutex> lock(mutex_);
-  --in_flight_;
-  changed_.notify_all();
+  std::lock_guard<std::mutex> lock(gate.mutex_);
+  --gate.in_flight_;
+  gate.changed_.notify_all();
   return read;
 }
 
-void FaultInjectionFile::Release() {
+void FaultGate::Release() {
   std::lock_guard<std::mutex> lock(mutex_);
   released_ = true;
   changed_.notify_all();
 }
 
-void FaultInjectionFile::ReleaseAndWaitForReads() {
+void FaultGate::ReleaseAndWaitForReads() {
   std::unique_lock<std::mutex> lock(mutex_);
   released_ = true;
   changed_.notify_all();
@@ -38,8 +39,9 @@ Result<RawRead> FaultInjectionFile::Read(uint64_t offset, void* dst, size_t n) {
   if (plan_.interrupt_every != 0 && call % plan_.interrupt_every == 0) return RawRead{0, true};
   const uint64_t end = offset + n;
   if (plan_.hang_at >= offset && plan_.hang_at < end) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return released_; });
+    FaultGate& gate = *plan_.gate;
+    std::unique_lock<std::mutex> lock(gate.mutex_);
+    gate.changed_.wait(lock, [&gate] { return gate.released_; });
   }
   if (plan_.eio_at >= offset && plan_.eio_at < end) {
     return ErrnoStatus(EIO, "read failed", path(), plan_.eio_at);
@@ -56,7 +58,6 @@ Result<std::unique_ptr<File>> FaultInjectionStorage::Open(const std::string& nam
                                                           const OpenOptions& options) {
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, target_->Open(name, options));
   auto faulty = std::make_unique<FaultInjectionFile>(std::move(file), plan_);
-  if (on_open_) on_open_(*faulty);
   return std::unique_ptr<File>(std::move(faulty));
 }
 

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,20 +17,39 @@
 
 namespace hoist {
 
+// Where reads held at hang_at wait. Shared by the files of a plan and whoever releases them,
+// and outliving the files: a load left behind may destroy its files as soon as their reads end.
+class FaultGate {
+ public:
+  // Lets every held read go on.
+  void Release();
+  // Release, then waits until no read is in any file of the gate (the ones let go have written
+  // their bytes and returned).
+  void ReleaseAndWaitForReads();
+
+ private:
+  friend class FaultInjectionFile;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;  // guarded by mutex_
+  int in_flight_ = 0;      // guarded by mutex_
+};
+
 struct FaultPlan {
   uint64_t short_read_max = 0;        // when non-zero, no read returns more than this many bytes
   uint32_t interrupt_every = 0;       // when non-zero, every Nth read is interrupted (EINTR)
   uint64_t eio_at = UINT64_MAX;       // a read covering this byte fails with EIO
   uint64_t truncate_at = UINT64_MAX;  // reads at or past this byte return end of file
   uint32_t delay_us = 0;              // every read sleeps this long first
-  uint64_t hang_at = UINT64_MAX;      // a read covering this byte sleeps until Release()
+  uint64_t hang_at = UINT64_MAX;      // a read covering this byte waits until gate->Release()
+  std::shared_ptr<FaultGate> gate = std::make_shared<FaultGate>();
 };
 
 class FaultInjectionFile final : public File {
  public:
   // Thread safety: as File. Owns target.
   FaultInjectionFile(std::unique_ptr<File> target, FaultPlan plan)
-      : target_(std::move(target)), plan_(plan) {}
+      : target_(std::move(target)), plan_(std::move(plan)) {}
 
   const std::string& path() const override { return target_->path(); }
   uint64_t size() const override { return target_->size(); }
@@ -44,11 +62,6 @@ class FaultInjectionFile final : public File {
     return target_->Advise(hint, offset, length);
   }
 
-  // Lets reads held at hang_at go on.
-  void Release();
-  // Release, then waits until no read is in this file (the ones let go have written their
-  // bytes and returned).
-  void ReleaseAndWaitForReads();
   uint64_t reads() const { return reads_.load(); }
 
  private:
@@ -57,19 +70,13 @@ class FaultInjectionFile final : public File {
   std::unique_ptr<File> target_;
   FaultPlan plan_;
   std::atomic<uint64_t> reads_{0};
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool released_ = false;  // guarded by mutex_
-  int in_flight_ = 0;      // guarded by mutex_
 };
 
 // Forwards to `target`, wrapping every file it opens in a FaultInjectionFile with `plan`.
 class FaultInjectionStorage final : public Storage {
  public:
-  // on_open, when set, sees each file opened (the storage keeps no pointer to it).
-  FaultInjectionStorage(std::shared_ptr<Storage> target, FaultPlan plan,
-                        std::function<void(FaultInjectionFile&)> on_open = nullptr)
-      : target_(std::move(target)), plan_(plan), on_open_(std::move(on_open)) {}
+  FaultInjectionStorage(std::shared_ptr<Storage> target, FaultPlan plan)
+      : target_(std::move(target)), plan_(std::move(plan)) {}
 
   std::string description() const override { return target_->description() + " with faults"; }
   StorageCapabilities capabilities() const override { return target_->capabilities(); }
@@ -89,7 +96,6 @@ class FaultInjectionStorage final : public Storage {
  private:
   std::shared_ptr<Storage> target_;
   FaultPlan plan_;
-  std::function<void(FaultInjectionFile&)> on_open_;
 };
 
 }  // namespace hoist

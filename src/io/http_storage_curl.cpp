@@ -624,6 +624,13 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
       wait *= 2;
       continue;
     }
+    if (code == CURLE_OPERATION_TIMEDOUT) {  // under 1 KiB/s for the stall timeout
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.1f s", options_.stall_timeout_s);
+      return Status::Stalled(RedactUrl(name) + ": no progress for " + seconds + " (under 1 KiB/s)" +
+                             (ranged ? " reading " + Bytes(offset, n) : std::string()) +
+                             Tries(attempt));
+    }
     if (code != CURLE_OK) {
       return Status::IoError(RedactUrl(name) + ": " + curl_easy_strerror(code) +
                              (ranged ? " (" + Bytes(offset, n) + ")" : std::string()) +

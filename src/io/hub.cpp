@@ -119,7 +119,7 @@ std::string CachedSnapshot(Storage& local, const std::string& repo, const std::s
   return type.ok() && *type == EntryType::kDirectory ? snapshot : "";
 }
 
-Result<ModelLocation> LocateHubModel(const HubName& name) {
+Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s) {
   if (std::string snapshot = CachedSnapshot(*LocalStorage(), name.repo, name.revision);
       !snapshot.empty()) {
     return ModelLocation{LocalStorage(), snapshot};
@@ -127,7 +127,7 @@ Result<ModelLocation> LocateHubModel(const HubName& name) {
   std::string endpoint = EnvironmentVariable("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";
   while (endpoint.ends_with('/')) endpoint.pop_back();
-  HttpOptions options = HttpOptionsFromEnvironment();
+  HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
   options.bearer_token = EnvironmentVariable("HF_TOKEN");
   if (options.bearer_token.empty())
     options.bearer_token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");

@@ -45,12 +45,14 @@ struct ModelLocation {
 // only), the revision's commit and the file the hub would load: model.safetensors.index.json,
 // else model.safetensors, else its one .safetensors file, else its one .gguf file (the first
 // of a split set). kNotFound naming the repo when it has none of these.
-Result<ModelLocation> LocateHubModel(const HubName& name);
+// stall_timeout_s: as LocateModel's.
+Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s = 0);
 
 // Where a model name's bytes are (sources.cpp): hf://… as LocateHubModel says, an http:// or
 // https:// URL in the HTTP source (one for the process, its options from the environment), an
 // s3://BUCKET/KEY name in an HTTP source signing for S3 (S3ConfigFromEnvironment), anything
-// else in the local file system.
-Result<ModelLocation> LocateModel(const std::string& name);
+// else in the local file system. stall_timeout_s, when above 0, bounds every remote request
+// (opening, parsing, listing and reading) below the environment's HOIST_HTTP_STALL_TIMEOUT.
+Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_s = 0);
 
 }  // namespace hoist

@@ -48,8 +48,24 @@ class LocalFileSystem final : public Storage {
     std::vector<std::string> names;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      std::error_code type_error;  // an entry that cannot be examined is passed over
+      std::error_code type_error;  // an entry that cannot be examined is passed over...
       if (entry.is_regular_file(type_error)) names.push_back(entry.path().generic_string());
+      // ...unless it is named as a model's file: a link to itself or to nothing would
+      // otherwise leave "no model files here".
+      const std::string name = entry.path().filename().string();
+      if (!name.ends_with(".safetensors") && !name.ends_with(".gguf") &&
+          !name.ends_with(".hoistpack")) {
+        continue;
+      }
+      std::error_code link_error;
+      if (type_error) {
+        return Status::IoError(entry.path().generic_string() +
+                               ": cannot be followed: " + type_error.message());
+      }
+      if (entry.is_symlink(link_error) && !entry.exists(link_error)) {
+        return Status::NotFound(entry.path().generic_string() + ": a link to nothing (" +
+                                fs::read_symlink(entry.path(), link_error).generic_string() + ")");
+      }
     }
     if (ec)
       return Status::IoError(fs::path(dir).generic_string() + ": cannot list: " + ec.message());

@@ -97,7 +97,7 @@ std::string UnredactedUrl(std::string_view url) {
   return std::string(url.substr(0, host)) + std::string(url.substr(UserInfoEnd(url) + 1));
 }
 
-HttpOptions HttpOptionsFromEnvironment() {
+HttpOptions HttpOptionsFromEnvironment(double stall_timeout_s) {
   HttpOptions o;
   o.ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
   if (o.ca_file.empty()) o.ca_file = EnvironmentVariable("SSL_CERT_FILE");
@@ -108,18 +108,19 @@ HttpOptions HttpOptionsFromEnvironment() {
     const double seconds = std::atof(stall.c_str());
     if (seconds > 0) o.stall_timeout_s = seconds;
   }
+  if (stall_timeout_s > 0) o.stall_timeout_s = std::min(o.stall_timeout_s, stall_timeout_s);
   return o;
 }
 
-Result<ModelLocation> LocateModel(const std::string& name) {
+Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_s) {
   HOIST_ASSIGN_OR_RETURN(const std::optional<HubName> hub, ParseHubName(name));
-  if (hub) return LocateHubModel(*hub);
+  if (hub) return LocateHubModel(*hub, stall_timeout_s);
   if (IsS3Url(name)) {
     if (Result<S3Object> object = ParseS3Name(name); !object.ok()) return object.status();
     // The configuration is read for every model, so credentials that change between loads
     // (rotated, or a test's) take effect.
     HOIST_ASSIGN_OR_RETURN(S3Config s3, S3ConfigFromEnvironment());
-    HttpOptions options = HttpOptionsFromEnvironment();
+    HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
     options.s3 = std::move(s3);
     return ModelLocation{MakeHttpStorage(options), name};
   }
@@ -128,12 +129,18 @@ Result<ModelLocation> LocateModel(const std::string& name) {
     // The credentials leave the name here, where the source is made: the name every message,
     // report and JSON document shows is scheme://***@host/..., and the source sends the
     // credentials to that URL's origin alone.
-    HttpOptions options = HttpOptionsFromEnvironment();
+    HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
     const size_t host = name.find("://") + 3;
     options.user_password = name.substr(host, at - host);
     return ModelLocation{MakeHttpStorage(options), RedactUrl(name)};
   }
+  // One source for the process, its connections kept, unless this open has a stall timeout
+  // of its own.
   static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
+  const HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
+  if (options.stall_timeout_s != HttpOptionsFromEnvironment().stall_timeout_s) {
+    return ModelLocation{MakeHttpStorage(options), name};
+  }
   return ModelLocation{http, name};
 }
 

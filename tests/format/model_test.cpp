@@ -127,6 +127,28 @@ TEST(ModelTest, RejectsShardNamesOutsideTheModelDirectory) {
       << model.status().message();
 }
 
+// A directory whose model file is a link to itself, or to nothing, says so: it once said the
+// directory held no model files.
+TEST(ModelTest, AModelFileThatIsABrokenLinkIsNamed) {
+  testing::TempDir dir;
+  std::error_code link_error;
+  fs::create_symlink("loop.safetensors", dir.File("loop.safetensors"), link_error);
+  if (link_error) GTEST_SKIP() << "symbolic links are not available here: " << link_error.message();
+  auto model = ReadModelDirectory(dir.path());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), Code::kIoError);
+  EXPECT_EQ(model.status().message().find(fs::path(dir.File("loop.safetensors")).generic_string() +
+                                          ": cannot be followed: "),
+            0u)
+      << model.status().message();
+  fs::remove(dir.File("loop.safetensors"));
+  fs::create_symlink("gone.gguf", dir.File("m.gguf"));
+  model = ReadModelDirectory(dir.path());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message().find(fs::path(dir.File("m.gguf")).generic_string() + ": "), 0u)
+      << model.status().message();
+}
+
 TEST(ModelTest, RejectsHostileIndexQuickly) {
   testing::TempDir dir;
   const std::string index = dir.File("model.safetensors.index.json");

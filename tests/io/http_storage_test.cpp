@@ -479,6 +479,25 @@ TEST_F(HttpStorageTest, AStalledServerIsTheWatchdogsWithinItsTimeout) {
   EXPECT_LT(waited, 10.0);
 }
 
+// --stall-timeout bounds the opening too: a server that stalls the header's read (after its
+// answer's head) ends the load at the stall timeout, exit 3, not after the HTTP source's own
+// 30 s and its retries.
+TEST_F(HttpStorageTest, AStalledOpenEndsAtTheLoadsStallTimeout) {
+  Write("a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  FaultProxy proxy(server_->http_port(), Fault::kStall, 0);  // every ranged GET, the header's too
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::RunHoist(
+      {"load", proxy.url("a.safetensors"), "--device", "host", "--stall-timeout", "2", "--quiet"});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.err.find("hoist: " + proxy.url("a.safetensors") +
+                       ": no progress for 2.0 s (under 1 KiB/s) reading bytes 0-"),
+            0u)
+      << r.err;
+  EXPECT_LT(waited, testing::TimeBound(2 + 5));
+}
+
 TEST_F(HttpStorageTest, SigtermMidDownloadEndsTheLoadWithin2Seconds) {
   Write("a.safetensors", SampleSpec{"safetensors", 4 << 20});
   FaultProxy proxy(server_->http_port(), Fault::kStall, 2);  // the load's reads never finish

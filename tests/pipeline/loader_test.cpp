@@ -294,16 +294,11 @@ TEST_F(FaultTest, NoPinnedMemoryOnADeviceThatRejectsPageableCopiesNeverHangs) {
   ExpectByteExact(dir_, **model);
 }
 
-// dir, read through storage whose files all inject plan's faults; opened (when given) gets
-// each file the load opens.
-TensorDirectory WithFaults(const TensorDirectory& dir, FaultPlan plan,
-                           std::vector<FaultInjectionFile*>* opened = nullptr) {
+// dir, read through storage whose files all inject plan's faults (held reads wait on
+// plan.gate, which the test keeps).
+TensorDirectory WithFaults(const TensorDirectory& dir, const FaultPlan& plan) {
   TensorDirectory faulty = dir;
-  faulty.storage = std::make_shared<FaultInjectionStorage>(LocalStorage(), plan,
-                                                           [opened](FaultInjectionFile& file) {
-                                                             if (opened != nullptr)
-                                                               opened->push_back(&file);
-                                                           });
+  faulty.storage = std::make_shared<FaultInjectionStorage>(LocalStorage(), plan);
   return faulty;
 }
 
@@ -348,13 +343,12 @@ TEST_F(FaultTest, TruncationFailsNamingFileAndOffset) {
 TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
   FaultPlan plan;
   plan.hang_at = 3'000'000;
-  std::vector<FaultInjectionFile*> opened;
   LoadOptions o;
   o.stall_timeout_s = 1;
   const auto start = Clock::now();
-  auto model = Load(WithFaults(dir_, plan, &opened), Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
   const double s = SecondsSince(start);
-  for (FaultInjectionFile* f : opened) f->ReleaseAndWaitForReads();  // the stuck reader goes
+  plan.gate->ReleaseAndWaitForReads();  // the stuck reader goes
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
   EXPECT_NE(model.status().message().find("read stage: reading " + dir_.files[0].path + " at byte"),
@@ -394,7 +388,6 @@ TEST_F(FaultTest, OnTheHostChunksAreReadStraightIntoTheirTensorsByteExact) {
 TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
   FaultPlan plan;
   plan.hang_at = 300'000;  // inside the first tensor (bytes 7,200 to 531,488), past a chunk
-  std::vector<FaultInjectionFile*> opened;
   std::vector<std::vector<unsigned char>> memory(dir_.tensors.size());
   LoadOptions o;
   o.stall_timeout_s = 1;
@@ -404,7 +397,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
     return static_cast<void*>(memory[i].data());
   };
   const auto start = Clock::now();
-  auto model = Load(WithFaults(dir_, plan, &opened), Device("host"), o);
+  auto model = Load(WithFaults(dir_, plan), Device("host"), o);
   const double s = SecondsSince(start);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
@@ -417,7 +410,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
       << model.status().message();
   EXPECT_LT(s, testing::TimeBound(1 + 2.0 + 1.5));
   // The stuck read ends, into `memory`, before `memory` goes.
-  for (FaultInjectionFile* f : opened) f->ReleaseAndWaitForReads();
+  plan.gate->ReleaseAndWaitForReads();
 }
 
 // A rank load whose copies cannot be stopped (a GPU whose engine hung: abandon=0) keeps its
