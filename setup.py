@@ -1,8 +1,8 @@
 """Builds hoist._native and the hoist command-line tool (shipped as hoist/_bin/hoist) with the project's own CMake (python/CMakeLists.txt), so that pip and
 CMake builds are the same build. Environment: HOIST_CMAKE_ARGS adds CMake arguments (for
 example -DHOIST_CUDA=OFF); HOIST_BUILD_JOBS sets the parallelism; HOIST_CMAKE_BUILD_DIR builds in
-an existing CMake build folder of the same configuration (what it has built is not built
-again)."""
+an existing CMake build folder configured with -DHOIST_PYTHON=ON for the same Python version (its
+configuration is kept; what it has built is not built again)."""
 import importlib.util
 import os
 import re
@@ -47,16 +47,18 @@ class CMakeExtension(Extension):
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         source = os.path.dirname(os.path.abspath(__file__))
-        build = os.environ.get("HOIST_CMAKE_BUILD_DIR") or os.path.join(self.build_temp, "cmake")
-        build = os.path.abspath(build)
-        args = [f"-DPython_EXECUTABLE={sys.executable}", "-DHOIST_PYTHON=ON"]
-        # pybind11 from PyPI (pip's isolated build) carries its CMake files inside the module;
-        # Debian's pybind11-dev puts them where CMake looks.
-        if importlib.util.find_spec("pybind11") is not None:
-            import pybind11
-            args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
-        if not os.environ.get("HOIST_CMAKE_BUILD_DIR"):  # a folder of its own builds no more
-            args += ["-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF", "-DCMAKE_BUILD_TYPE=Release"]
+        existing = os.environ.get("HOIST_CMAKE_BUILD_DIR")
+        build = os.path.abspath(existing or os.path.join(self.build_temp, "cmake"))
+        args = []
+        if not existing:  # an existing folder keeps its configuration (its Python's ABI too)
+            args = [f"-DPython_EXECUTABLE={sys.executable}", "-DHOIST_PYTHON=ON",
+                    "-DHOIST_BUILD_TESTS=OFF", "-DHOIST_BUILD_BENCH=OFF",
+                    "-DCMAKE_BUILD_TYPE=Release"]
+            # pybind11 from PyPI (pip's isolated build) carries its CMake files inside the
+            # module; Debian's pybind11-dev puts them where CMake looks.
+            if importlib.util.find_spec("pybind11") is not None:
+                import pybind11
+                args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
         args += os.environ.get("HOIST_CMAKE_ARGS", "").split()
         jobs = os.environ.get("HOIST_BUILD_JOBS", str(os.cpu_count() or 2))
         subprocess.run(["cmake", "-S", source, "-B", build] + args, check=True)

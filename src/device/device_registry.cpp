@@ -120,8 +120,8 @@ std::vector<DeviceBackend> BuiltInBackends() {
   return rows;
 }
 
-std::mutex g_registered_mutex;
-std::vector<DeviceBackend>& Registered() {
+std::mutex g_backends_mutex;
+std::vector<DeviceBackend>& RegisteredBackends() {
   static std::vector<DeviceBackend> rows;
   return rows;
 }
@@ -160,14 +160,14 @@ std::string CanonicalDeviceName(const std::string& spec) {
 }  // namespace
 
 void RegisterDeviceBackend(DeviceBackend backend) {
-  std::lock_guard<std::mutex> lock(g_registered_mutex);
-  Registered().push_back(std::move(backend));
+  std::lock_guard<std::mutex> lock(g_backends_mutex);
+  RegisteredBackends().push_back(std::move(backend));
 }
 
 std::vector<DeviceBackend> DeviceBackends() {
   std::vector<DeviceBackend> rows = BuiltInBackends();
-  std::lock_guard<std::mutex> lock(g_registered_mutex);
-  rows.insert(rows.end(), Registered().begin(), Registered().end());
+  std::lock_guard<std::mutex> lock(g_backends_mutex);
+  rows.insert(rows.end(), RegisteredBackends().begin(), RegisteredBackends().end());
   return rows;
 }
 

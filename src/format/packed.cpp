@@ -23,7 +23,7 @@ namespace {
 
 constexpr char kMagic[8] = {'H', 'O', 'I', 'S', 'T', 'P', 'K', '1'};
 constexpr uint64_t kPrologueBytes = 24;  // magic, the header's offset, its length
-constexpr uint64_t kAlign = 64;
+constexpr uint64_t kPackedAlign = 64;
 constexpr uint64_t kMaxHeaderBytes = uint64_t{512} << 20;
 // Smaller tensors are stored as they are: their table and index would cost what they save.
 constexpr uint64_t kMinCodedBytes = 16 << 10;
@@ -216,7 +216,7 @@ class PackWriter {
 
   // Appends bytes at the next aligned place; [begin, end) in the file.
   Result<nlohmann::ordered_json> Append(const void* data, uint64_t n) {
-    at_ = AlignUp(at_, kAlign);
+    at_ = AlignUp(at_, kPackedAlign);
     const uint64_t begin = at_;
     const auto* p = static_cast<const unsigned char*>(data);
     for (uint64_t done = 0; done < n;) {
@@ -229,7 +229,7 @@ class PackWriter {
   }
 
   Status Finish(const std::string& header) {
-    at_ = AlignUp(at_, kAlign);
+    at_ = AlignUp(at_, kPackedAlign);
     const uint64_t header_at = at_;
     HOIST_RETURN_IF_ERROR(out_->WriteAt(header_at, header.data(), header.size()));
     unsigned char prologue[kPrologueBytes];
@@ -615,7 +615,7 @@ Result<TensorDirectory> ReadPacked(File& file) {
     t.stored_bytes = p.coded ? (p.coded_end - p.coded_begin) + (p.rest_end - p.rest_begin) +
                                    p.unit_bits.size() * 2 + p.group_start_bits.size() * 16 + 256
                              : t.nbytes;
-    virtual_at = AlignUp(virtual_at + t.nbytes, kAlign);
+    virtual_at = AlignUp(virtual_at + t.nbytes, kPackedAlign);
     dir.tensors.push_back(std::move(t));
     layout->tensors.push_back(std::move(p));
   }

@@ -20,7 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kAlign = 256;
+constexpr uint64_t kScratchAlign = 256;
 
 // A reader that finds the scratch ring full waits this long for a decode to give room back,
 // then takes scratch of its own: the ring never holds up a load whose readers all wait.
@@ -233,8 +233,8 @@ Status DecodingLoad::Prepare() {
     coded_[i].packed = &p;
     coded_[i].parts = *PartsOf(p);
     coded_on[d].push_back(i);
-    streamed[d] += AlignUp(coded_[i].parts.bytes, kAlign);
-    largest[d] = std::max(largest[d], AlignUp(coded_[i].parts.bytes, kAlign));
+    streamed[d] += AlignUp(coded_[i].parts.bytes, kScratchAlign);
+    largest[d] = std::max(largest[d], AlignUp(coded_[i].parts.bytes, kScratchAlign));
     decoded_on_device_bytes_ += p.nbytes;
   }
   const int threads = options_.threads > 0
@@ -249,7 +249,7 @@ Status DecodingLoad::Prepare() {
     auto side = std::make_unique<DeviceSide>();
     side->device = devices_[d];
     side->flags = coded_on[d].size();
-    uint64_t at = AlignUp(8 * side->flags, kAlign);
+    uint64_t at = AlignUp(8 * side->flags, kScratchAlign);
     for (size_t k = 0; k < coded_on[d].size(); ++k) {
       CodedTensor& c = coded_[coded_on[d][k]];
       c.flag = k;
@@ -276,7 +276,7 @@ Status DecodingLoad::Prepare() {
     HOIST_RETURN_IF_ERROR(UploadIndex(s, coded_on[d]));
     // Room for the tensors whose parts are in flight (about the staging pool's bytes) and the
     // two largest being decoded, or for all of them when that is less.
-    s.scratch_bytes = std::min(streamed[d], AlignUp(staging, kAlign) + 2 * largest[d]);
+    s.scratch_bytes = std::min(streamed[d], AlignUp(staging, kScratchAlign) + 2 * largest[d]);
     HOIST_ASSIGN_OR_RETURN(void* scratch, s.device->AllocateDevice(s.scratch_bytes));
     s.scratch = static_cast<unsigned char*>(scratch);
     s.ring = std::make_unique<ScratchRing>(s.scratch, s.scratch_bytes);
@@ -325,7 +325,7 @@ Result<void*> DecodingLoad::CarrierDestination(size_t i) {
   CodedTensor& c = coded_[i];
   if (c.packed == nullptr) return static_cast<void*>(final_[i].load());
   DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
-  const uint64_t n = AlignUp(c.parts.bytes, kAlign);
+  const uint64_t n = AlignUp(c.parts.bytes, kScratchAlign);
   c.scratch = side.ring->Take(n, kRingWait, stop_);
   if (c.scratch == nullptr) {
     if (stop_.load()) return Status::Cancelled("the load stopped");

@@ -27,9 +27,9 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::FileBytes;
 using testing::LoadedBytes;
+using testing::MakeDevice;
 using testing::ReadBytes;
 using testing::RunHoist;
 using testing::WriteBytes;
@@ -88,7 +88,7 @@ TEST_F(PackedTest, EveryShapeOfModelLoadsAsTheOriginalOnEveryDevice) {
       options.threads = 3;
       options.chunk_bytes = 1 << 20;
       options.checksum = true;
-      auto model = Load(*packed, Device(device), options);
+      auto model = Load(*packed, MakeDevice(device), options);
       ASSERT_TRUE(model.ok()) << model.status().ToString();
       for (size_t i = 0; i < original.tensors.size(); ++i) {
         const TensorEntry& o = original.tensors[i];

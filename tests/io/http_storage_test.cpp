@@ -34,9 +34,9 @@ namespace hoist {
 namespace {
 
 using testing::Connect;
-using testing::Device;
 using testing::ExpectByteExact;
 using testing::FreePort;
+using testing::MakeDevice;
 using testing::Run;
 using testing::RunHoist;
 using testing::ServerProcess;
@@ -329,7 +329,7 @@ class HttpStorageTest : public ::testing::Test {
     HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadModelDirectory(MakeHttpStorage(http), url));
     if (options.threads == 0) options.threads = 4;
     if (options.chunk_bytes == 0) options.chunk_bytes = 1 << 20;
-    auto model = Load(dir, Device("host"), options);
+    auto model = Load(dir, MakeDevice("host"), options);
     *dir_out = std::move(dir);
     return model;
   }
@@ -547,7 +547,7 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   EXPECT_EQ(from_hub->files[0].path.rfind(server_->http(files) + "/model-", 0), 0u)
       << from_hub->files[0].path;
   {
-    auto model = Load(*from_hub, Device("host"), LoadOptions{});
+    auto model = Load(*from_hub, MakeDevice("host"), LoadOptions{});
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ExpectByteExact(local, **model);
   }
@@ -596,7 +596,7 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   unsetenv("HF_TOKEN");
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
   EXPECT_EQ(cached->files[0].path.rfind(snapshot + "/", 0), 0u) << cached->files[0].path;
-  auto model = Load(*cached, Device("host"), LoadOptions{});
+  auto model = Load(*cached, MakeDevice("host"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(local, **model);
 }
@@ -690,7 +690,7 @@ TEST_F(HttpStorageTest, AFileReplacedBetweenItsOpenAndItsLoadIsRefused) {
   const auto modified = std::filesystem::last_write_time(path);
   testing::WriteBytes(path, bytes);
   std::filesystem::last_write_time(path, modified + std::chrono::seconds(10));
-  auto model = Load(*dir, Device("host"), LoadOptions{});
+  auto model = Load(*dir, MakeDevice("host"), LoadOptions{});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().ToString();
   EXPECT_NE(model.status().message().find(server_->http("a.safetensors") +

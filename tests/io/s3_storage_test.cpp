@@ -29,8 +29,8 @@ namespace hoist {
 namespace {
 
 using testing::Connect;
-using testing::Device;
 using testing::ExpectByteExact;
+using testing::MakeDevice;
 using testing::RunHoist;
 using testing::ServerProcess;
 
@@ -128,7 +128,7 @@ class S3StorageTest : public ::testing::Test {
     LoadOptions options;
     options.threads = 4;
     options.chunk_bytes = 1 << 20;
-    auto model = Load(dir, Device("host"), options);
+    auto model = Load(dir, MakeDevice("host"), options);
     *dir_out = std::move(dir);
     return model;
   }

@@ -79,7 +79,7 @@ TEST(MemoryStorageTest, AModelOpenedFromMemoryLoadsByteExact) {
     LoadOptions o;
     o.checksum = true;
     o.io = IoMode::kDirect;  // memory has none: the load says so and reads anyway
-    auto model = Load(*dir, testing::Device("sim"), o);
+    auto model = Load(*dir, testing::MakeDevice("sim"), o);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     EXPECT_FALSE((*model)->report.fallbacks.empty());
     testing::ExpectByteExact(*dir, **model);
@@ -100,7 +100,7 @@ TEST(MemoryStorageTest, GgufSplitsAndErrorsNameTheMemoryFiles) {
   auto dir = ReadModelDirectory(memory, "g");
   ASSERT_TRUE(dir.ok()) << dir.status().ToString();
   EXPECT_EQ(dir->files.size(), 2u);
-  auto model = Load(*dir, testing::Device("host"), LoadOptions{});
+  auto model = Load(*dir, testing::MakeDevice("host"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   testing::ExpectByteExact(*dir, **model);
 

@@ -22,9 +22,9 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::FileBytes;
 using testing::LoadedBytes;
+using testing::MakeDevice;
 using testing::ReadBytes;
 using testing::RunHoist;
 using testing::WriteBytes;
@@ -74,7 +74,7 @@ class DeviceDecodeTest : public ::testing::Test {
 TEST_F(DeviceDecodeTest, CodedTensorsStreamAsStoredAndLandDecodedByteForByte) {
   for (const char* spec : {"sim", "sim:decode=0"}) {
     SCOPED_TRACE(spec);
-    auto device = Device(spec);
+    auto device = MakeDevice(spec);
     const bool decodes = device->capabilities().decodes_exponents;
     EXPECT_EQ(DecodesOnDevice(packed_, {device}, Small(), {}), decodes);
     auto model = Load(packed_, device, Small());
@@ -93,7 +93,7 @@ TEST_F(DeviceDecodeTest, CodedTensorsStreamAsStoredAndLandDecodedByteForByte) {
   // Checksums are of the staged bytes: such a load decodes on the host, as it reads.
   LoadOptions with_checksums = Small();
   with_checksums.checksum = true;
-  EXPECT_FALSE(DecodesOnDevice(packed_, {Device("sim")}, with_checksums, {}));
+  EXPECT_FALSE(DecodesOnDevice(packed_, {MakeDevice("sim")}, with_checksums, {}));
 }
 
 TEST_F(DeviceDecodeTest, IntoTheCallersMemoryAsNeededReportingEachTensorOnceDecoded) {
@@ -113,7 +113,7 @@ TEST_F(DeviceDecodeTest, IntoTheCallersMemoryAsNeededReportingEachTensorOnceDeco
     ++reported[i];
     whole_when_reported[i] = memory[i] == want;
   };
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   auto model = Load(packed_, device, o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_TRUE((*model)->external_destinations());
@@ -127,8 +127,8 @@ TEST_F(DeviceDecodeTest, IntoTheCallersMemoryAsNeededReportingEachTensorOnceDeco
 }
 
 TEST_F(DeviceDecodeTest, OnTwoDevicesAndForSomeTensors) {
-  auto a = Device("sim");
-  auto b = Device("sim");
+  auto a = MakeDevice("sim");
+  auto b = MakeDevice("sim");
   std::vector<uint32_t> placement(packed_.tensors.size());
   for (size_t i = 0; i < placement.size(); ++i) placement[i] = static_cast<uint32_t>(i % 2);
   auto model = Load(packed_, {a, b}, Small(), placement);
@@ -204,7 +204,7 @@ TEST_F(DeviceDecodeTest, EveryDamagedPlaceIsAnErrorNamingTheTensorAndTheBlock) {
 }
 
 TEST_F(DeviceDecodeTest, ADecodeThatNeverFinishesIsAStallNamingTheTensor) {
-  auto device = Device("sim:hang_decode=1");
+  auto device = MakeDevice("sim:hang_decode=1");
   LoadOptions o = Small();
   o.stall_timeout_s = 1;
   const auto start = std::chrono::steady_clock::now();

@@ -53,7 +53,7 @@ inline void ExpectByteExact(const TensorDirectory& dir, LoadedModel& model) {
   }
 }
 
-inline std::shared_ptr<CheckedDevice> Device(const std::string& spec) {
+inline std::shared_ptr<CheckedDevice> MakeDevice(const std::string& spec) {
   auto d = OpenDevice(spec);
   EXPECT_TRUE(d.ok()) << d.status().ToString();
   return d.value();

@@ -33,8 +33,8 @@ namespace hoist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::Device;
 using testing::ExpectByteExact;
+using testing::MakeDevice;
 using testing::Sample;
 
 double SecondsSince(Clock::time_point t) {
@@ -51,7 +51,7 @@ TEST(LoaderTest, CorpusLoadsByteExactWithReferenceChecksums) {
       ASSERT_TRUE(dir.ok());
       LoadOptions o;
       o.checksum = true;
-      auto model = Load(*dir, Device(device), o);
+      auto model = Load(*dir, MakeDevice(device), o);
       ASSERT_TRUE(model.ok()) << model.status().ToString();
       ExpectByteExact(*dir, **model);
       for (const auto& t : expected["tensors"]) {
@@ -108,7 +108,7 @@ TEST_P(MixedDtypeSweep, LoadsByteExactWithinItsStagingBudget) {
   o.chunk_bytes = c.chunk;
   o.staging_bytes = c.staging;
   o.checksum = true;
-  auto d = Device(device);
+  auto d = MakeDevice(device);
   auto model = Load(dir, d, o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   const uint64_t budget = c.staging != 0 ? c.staging : DefaultStagingBytes(c.threads, c.chunk);
@@ -139,7 +139,7 @@ TEST(LoaderTest, LargeModelLoadsByteExactOnSim) {
   LoadOptions o;
   o.checksum = true;
   o.staging_bytes = 64 << 20;
-  auto model = Load(dir, Device("sim:bandwidth=50GB/s,engines=2"), o);
+  auto model = Load(dir, MakeDevice("sim:bandwidth=50GB/s,engines=2"), o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(dir, **model);
 }
@@ -149,7 +149,7 @@ TEST(LoaderTest, CallerProvidedDestinationsAreFilledAndNotFreed) {
   SampleSpec spec;
   spec.target_bytes = 4 << 20;
   TensorDirectory dir = Sample(tmp, "m.gguf", spec);
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   std::vector<void*> mine;
   LoadOptions o;
   o.checksum = true;
@@ -174,14 +174,14 @@ TEST(LoaderTest, LoadsASubsetByName) {
   TensorDirectory dir = Sample(tmp, "m.gguf", spec);
   LoadOptions o;
   o.names = {"output.weight", "blk.0.attn_q.weight"};
-  auto model = Load(dir, Device("host"), o);
+  auto model = Load(dir, MakeDevice("host"), o);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ((*model)->report.tensors, 2u);
   EXPECT_TRUE((*model)->loaded(dir.Find("output.weight") - dir.tensors.data()));
   EXPECT_FALSE((*model)->loaded(0));
   ExpectByteExact(dir, **model);
   o.names = {"nope"};
-  EXPECT_EQ(Load(dir, Device("host"), o).status().code(), Code::kNotFound);
+  EXPECT_EQ(Load(dir, MakeDevice("host"), o).status().code(), Code::kNotFound);
 }
 
 TEST(LoaderTest, DirectIoLoadsByteExactOrFallsBackSaying) {
@@ -193,7 +193,7 @@ TEST(LoaderTest, DirectIoLoadsByteExactOrFallsBackSaying) {
   LoadOptions o;
   o.io = IoMode::kDirect;
   o.chunk_bytes = 1 << 20;
-  auto model = Load(dir, Device("sim"), o);
+  auto model = Load(dir, MakeDevice("sim"), o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(dir, **model);
 }
@@ -213,7 +213,7 @@ TEST(LoaderTest, DirectIoWithATinyStagingBudgetLoadsByteExact) {
     o.chunk_bytes = 65435;
     o.staging_bytes = staging;
     o.checksum = true;
-    auto model = Load(dir, Device("sim"), o);
+    auto model = Load(dir, MakeDevice("sim"), o);
     ASSERT_TRUE(model.ok()) << staging << ": " << model.status().ToString();
     EXPECT_GE((*model)->report.chunk_bytes, kMinChunkBytes);
     ExpectByteExact(dir, **model);
@@ -233,7 +233,7 @@ class FaultTest : public ::testing::Test {
 };
 
 TEST_F(FaultTest, StallAfterFailsNamingTheDeviceCopyStage) {
-  auto device = Device("sim:stall_after=4MiB");
+  auto device = MakeDevice("sim:stall_after=4MiB");
   LoadOptions o;
   o.stall_timeout_s = 1;
   const auto start = Clock::now();
@@ -251,7 +251,7 @@ TEST_F(FaultTest, StallAfterFailsNamingTheDeviceCopyStage) {
 }
 
 TEST_F(FaultTest, FailCopyAfterIsADeviceErrorWithNothingLeftAllocated) {
-  auto device = Device("sim:fail_copy_after=5MiB");
+  auto device = MakeDevice("sim:fail_copy_after=5MiB");
   auto model = Load(dir_, device, LoadOptions{});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kDeviceError);
@@ -264,7 +264,7 @@ TEST_F(FaultTest, FailCopyAfterIsADeviceErrorWithNothingLeftAllocated) {
 }
 
 TEST_F(FaultTest, NoPinnedMemoryStagesInPageableMemoryWithAWarning) {
-  auto model = Load(dir_, Device("sim:pinned_limit=0"), LoadOptions{});
+  auto model = Load(dir_, MakeDevice("sim:pinned_limit=0"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_FALSE((*model)->report.pinned_staging);
   ASSERT_FALSE((*model)->report.fallbacks.empty());
@@ -275,7 +275,7 @@ TEST_F(FaultTest, NoPinnedMemoryStagesInPageableMemoryWithAWarning) {
 TEST_F(FaultTest, SomePinnedMemoryRetriesSmallerBuffers) {
   LoadOptions o;
   o.staging_bytes = 64 << 20;
-  auto model = Load(dir_, Device("sim:pinned_limit=6MiB"), o);
+  auto model = Load(dir_, MakeDevice("sim:pinned_limit=6MiB"), o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_TRUE((*model)->report.pinned_staging);
   EXPECT_LE((*model)->report.staging_buffer_bytes * (*model)->report.staging_buffers, 6u << 20);
@@ -287,7 +287,7 @@ TEST_F(FaultTest, NoPinnedMemoryOnADeviceThatRejectsPageableCopiesNeverHangs) {
   LoadOptions o;
   o.stall_timeout_s = 2;
   const auto start = Clock::now();
-  auto model = Load(dir_, Device("sim:pinned_limit=0,reject_pageable=1"), o);
+  auto model = Load(dir_, MakeDevice("sim:pinned_limit=0,reject_pageable=1"), o);
   EXPECT_LT(SecondsSince(start), testing::TimeBound(2 + 2.0));
   // hoist keeps pageable copies below the size that hangs, so the load completes.
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -308,7 +308,7 @@ TEST_F(FaultTest, ShortReadsAndInterruptsStillLoadByteExact) {
   plan.interrupt_every = 5;
   LoadOptions o;
   o.checksum = true;
-  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), MakeDevice("sim"), o);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectByteExact(dir_, **model);
 }
@@ -316,7 +316,7 @@ TEST_F(FaultTest, ShortReadsAndInterruptsStillLoadByteExact) {
 TEST_F(FaultTest, EioFailsNamingFileAndOffset) {
   FaultPlan plan;
   plan.eio_at = 5'000'000;
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   auto model = Load(WithFaults(dir_, plan), device, LoadOptions{});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
@@ -331,7 +331,7 @@ TEST_F(FaultTest, TruncationFailsNamingFileAndOffset) {
   plan.truncate_at = 7'000'000;
   LoadOptions o;
   o.threads = 1;  // so the chunk that holds the truncation point fails first
-  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), MakeDevice("sim"), o);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kIoError);
   EXPECT_NE(model.status().message().find(dir_.files[0].path +
@@ -346,7 +346,7 @@ TEST_F(FaultTest, HangingReadFailsNamingTheReadStage) {
   LoadOptions o;
   o.stall_timeout_s = 1;
   const auto start = Clock::now();
-  auto model = Load(WithFaults(dir_, plan), Device("sim"), o);
+  auto model = Load(WithFaults(dir_, plan), MakeDevice("sim"), o);
   const double s = SecondsSince(start);
   plan.gate->ReleaseAndWaitForReads();  // the stuck reader goes
   ASSERT_FALSE(model.ok());
@@ -369,7 +369,7 @@ TEST_F(FaultTest, OnTheHostChunksAreReadStraightIntoTheirTensorsByteExact) {
     o.checksum = true;
     o.chunk_bytes = 64 << 10;  // the sample's tensors are up to 512 KiB
     o.threads = 4;
-    auto model = Load(faults ? WithFaults(dir_, plan) : dir_, Device("host"), o);
+    auto model = Load(faults ? WithFaults(dir_, plan) : dir_, MakeDevice("host"), o);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const LoadReport& r = (*model)->report;
     EXPECT_GT(r.read_into_destination_bytes, r.read_bytes / 2) << faults;
@@ -377,7 +377,7 @@ TEST_F(FaultTest, OnTheHostChunksAreReadStraightIntoTheirTensorsByteExact) {
     // The checksums too.
     ExpectByteExact(dir_, **model);
   }
-  auto model = Load(dir_, Device("sim"), LoadOptions{});
+  auto model = Load(dir_, MakeDevice("sim"), LoadOptions{});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->report.read_into_destination_bytes, 0u);
 }
@@ -397,7 +397,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
     return static_cast<void*>(memory[i].data());
   };
   const auto start = Clock::now();
-  auto model = Load(WithFaults(dir_, plan), Device("host"), o);
+  auto model = Load(WithFaults(dir_, plan), MakeDevice("host"), o);
   const double s = SecondsSince(start);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kStalled);
@@ -420,7 +420,7 @@ TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
   const std::vector<TensorRegion> cut = ReplicateTensors(dir_, 2);
   const AllGather gather = [](void*, uint64_t) { return Status::Ok(); };
   for (const bool can_stop : {false, true}) {
-    auto device = Device(std::string("sim:stall_after=1MiB,abandon=") + (can_stop ? "1" : "0"));
+    auto device = MakeDevice(std::string("sim:stall_after=1MiB,abandon=") + (can_stop ? "1" : "0"));
     LoadOptions o;
     o.stall_timeout_s = 1;
     o.chunk_bytes = 1 << 20;
@@ -440,7 +440,7 @@ TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
 // Cancelled from another thread once the first bytes landed (the progress callback says so),
 // the load ends promptly and frees everything.
 TEST_F(FaultTest, CancelEndsTheLoadPromptlyAndFreesEverything) {
-  auto device = Device("sim:bandwidth=20MB/s");
+  auto device = MakeDevice("sim:bandwidth=20MB/s");
   std::atomic<bool> cancel{false};
   std::mutex mutex;
   std::condition_variable landed_cv;
@@ -484,7 +484,7 @@ TEST_F(FaultTest, ProgressCallbackCanCancel) {
     EXPECT_LE(p.copied_bytes, p.total_bytes);
     return ++calls < 2;
   };
-  auto model = Load(dir_, Device("sim:bandwidth=50MB/s"), o);
+  auto model = Load(dir_, MakeDevice("sim:bandwidth=50MB/s"), o);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kCancelled);
   EXPECT_EQ(calls, 2);
@@ -497,7 +497,7 @@ TEST_F(FaultTest, ProgressReportsEverythingAtTheEnd) {
     last = p;
     return true;
   };
-  auto model = Load(dir_, Device("sim"), o);
+  auto model = Load(dir_, MakeDevice("sim"), o);
   ASSERT_TRUE(model.ok());
   EXPECT_EQ(last.copied_bytes, last.total_bytes);
   EXPECT_EQ(last.total_bytes, (*model)->report.read_bytes);
@@ -510,7 +510,7 @@ TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
   testing::AgeFile(path);
   auto opened = ReadModelDirectory(path);
   ASSERT_TRUE(opened.ok());
-  auto device = Device("sim:bandwidth=50MB/s");
+  auto device = MakeDevice("sim:bandwidth=50MB/s");
   LoadOptions o;
   bool written = false;
   o.progress = [&](const LoadProgress&) {
@@ -539,7 +539,7 @@ TEST_F(FaultTest, FileWrittenToDuringTheLoadIsReportedAsChanged) {
 TEST_F(FaultTest, FileTruncatedDuringTheLoadIsReportedAsChanged) {
   const std::string path = dir_.files[0].path;
   const uint64_t size = dir_.files[0].size;
-  auto device = Device("sim:bandwidth=50MB/s");
+  auto device = MakeDevice("sim:bandwidth=50MB/s");
   LoadOptions o;
   bool truncated = false;
   o.progress = [&](const LoadProgress&) {
@@ -560,7 +560,7 @@ TEST_F(FaultTest, FileTruncatedDuringTheLoadIsReportedAsChanged) {
 }
 
 TEST_F(FaultTest, OptionsOutOfBoundsAreRefusedBeforeAnythingIsAllocated) {
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   const std::vector<std::pair<std::function<void(LoadOptions&)>, std::string>> cases = {
       {[](LoadOptions& o) { o.threads = kMaxReaderThreads + 1; }, "threads is 1025"},
       {[](LoadOptions& o) { o.chunk_bytes = kMinChunkBytes - 1; }, "chunk of 4095 bytes"},
@@ -584,7 +584,7 @@ TEST_F(FaultTest, OptionsOutOfBoundsAreRefusedBeforeAnythingIsAllocated) {
 }
 
 TEST_F(FaultTest, DeviceOutOfMemoryIsADeviceError) {
-  auto model = Load(dir_, Device("sim:mem=1MiB"), LoadOptions{});
+  auto model = Load(dir_, MakeDevice("sim:mem=1MiB"), LoadOptions{});
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kDeviceError);
 }

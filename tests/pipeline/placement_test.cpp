@@ -14,8 +14,8 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::ExpectByteExact;
+using testing::MakeDevice;
 using testing::Sample;
 
 class PlacementTest : public ::testing::Test {
@@ -51,8 +51,8 @@ class PlacementTest : public ::testing::Test {
 };
 
 TEST_F(PlacementTest, TwoSimDevicesAndHostEachGetTheirTensorsByteExact) {
-  const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim"),
-                                                               Device("host")};
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice("sim"), MakeDevice("sim"),
+                                                               MakeDevice("host")};
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(3);
   o.checksum = true;
@@ -82,7 +82,7 @@ TEST_F(PlacementTest, TwoSimDevicesAndHostEachGetTheirTensorsByteExact) {
 // cannot load faster than the host side carries, as GPUs behind one host's memory cannot.
 TEST_F(PlacementTest, SimsSharingAHostSideTogetherTakeAtLeastItsTime) {
   const std::string spec = "sim:bandwidth=10GB/s,latency_us=0,host_bandwidth=100MB/s";
-  std::vector<std::shared_ptr<CheckedDevice>> devices = {Device(spec), Device(spec)};
+  std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice(spec), MakeDevice(spec)};
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(2);
   const auto start = std::chrono::steady_clock::now();
@@ -100,7 +100,7 @@ TEST_F(PlacementTest, SimsSharingAHostSideTogetherTakeAtLeastItsTime) {
 // and the device; the sim cuts its read-back short, so the model is then freed as usual.
 TEST_F(PlacementTest, AStalledReadBackEndsVerifyAndTheModelIsStillFreed) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {
-      Device("host"), Device("sim:readback_bandwidth=1KB/s")};
+      MakeDevice("host"), MakeDevice("sim:readback_bandwidth=1KB/s")};
   {
     LoadOptions o;
     std::vector<uint32_t> placement = RoundRobin(2);
@@ -129,7 +129,7 @@ TEST_F(PlacementTest, AStalledReadBackEndsVerifyAndTheModelIsStillFreed) {
 
 TEST_F(PlacementTest, ADeviceThatFailsMidLoadLeavesNothingAllocatedOnAnyDevice) {
   const std::vector<std::shared_ptr<CheckedDevice>> devices = {
-      Device("sim"), Device("sim:fail_copy_after=2MiB"), Device("host")};
+      MakeDevice("sim"), MakeDevice("sim:fail_copy_after=2MiB"), MakeDevice("host")};
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(3);
   o.chunk_bytes = 1 << 20;
@@ -142,8 +142,8 @@ TEST_F(PlacementTest, ADeviceThatFailsMidLoadLeavesNothingAllocatedOnAnyDevice) 
 }
 
 TEST_F(PlacementTest, ADeviceThatStallsIsNamedAndEverythingIsFreed) {
-  const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("host"),
-                                                               Device("sim:stall_after=1MiB")};
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice("host"),
+                                                               MakeDevice("sim:stall_after=1MiB")};
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(2);
   o.chunk_bytes = 1 << 20;
@@ -157,7 +157,8 @@ TEST_F(PlacementTest, ADeviceThatStallsIsNamedAndEverythingIsFreed) {
 }
 
 TEST_F(PlacementTest, CallerDestinationsOnTwoDevices) {
-  const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("host")};
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice("sim"),
+                                                               MakeDevice("host")};
   std::vector<void*> mine;
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(2);
@@ -181,7 +182,8 @@ TEST_F(PlacementTest, CallerDestinationsOnTwoDevices) {
 }
 
 TEST_F(PlacementTest, APlacementThatDoesNotFitTheDevicesIsRefused) {
-  const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim")};
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice("sim"),
+                                                               MakeDevice("sim")};
   LoadOptions o;
   std::vector<uint32_t> placement = RoundRobin(3);
   auto model = Load(dir_, devices, o, placement);
@@ -198,7 +200,8 @@ TEST_F(PlacementTest, APlacementThatDoesNotFitTheDevicesIsRefused) {
 }
 
 TEST_F(PlacementTest, ADeviceWithNothingPlacedOnItIsLeftAlone) {
-  const std::vector<std::shared_ptr<CheckedDevice>> devices = {Device("sim"), Device("sim")};
+  const std::vector<std::shared_ptr<CheckedDevice>> devices = {MakeDevice("sim"),
+                                                               MakeDevice("sim")};
   LoadOptions o;
   std::vector<uint32_t> placement(dir_.tensors.size(), 1);
   auto model = Load(dir_, devices, o, placement);

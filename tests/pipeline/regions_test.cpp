@@ -15,8 +15,8 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::FileBytes;
+using testing::MakeDevice;
 using testing::Sample;
 
 // Only Linux files gather columns out of the page cache (mincore and the SIGBUS guard).
@@ -117,7 +117,7 @@ TEST_F(RegionsTest, RowAndColumnRangesLoadByteExactAcrossChunksAndThreads) {
       const bool gathers = kFilesGather && dir == &dir_;
       SCOPED_TRACE(std::string(c.device) + " threads=" + std::to_string(c.threads) +
                    " chunk=" + std::to_string(c.chunk) + (gathers ? " gathered" : " whole rows"));
-      auto device = Device(c.device);
+      auto device = MakeDevice(c.device);
       std::vector<void*> memory;
       for (TensorRegion& r : regions) {
         auto p =
@@ -155,7 +155,7 @@ TEST_F(RegionsTest, ARowRangeReadsOnlyItsRowsAndAColumnRangeItsRowsOnce) {
   const size_t i = matrices_.front();
   const uint64_t rows = dir_.tensors[i].shape[0];
   const uint64_t row_bytes = RowBytes(i);
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   auto memory = device->AllocateDevice(dir_.tensors[i].nbytes);
   ASSERT_TRUE(memory.ok());
   LoadOptions o;
@@ -204,14 +204,14 @@ TEST_F(RegionsTest, RegionsOutOfTheirTensorAreRefusedNamingTheRule) {
       {{i, row_bytes, 0, 1, 0, 1, &dummy, 1}, "region 0 is for device 1; the load has 1"},
   };
   for (const Case& c : cases) {
-    auto model = LoadRegions(dir_, Device("host"), {c.region}, {});
+    auto model = LoadRegions(dir_, MakeDevice("host"), {c.region}, {});
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kInvalidArgument);
     EXPECT_EQ(model.status().message(), c.message);
   }
   LoadOptions checksum;
   checksum.checksum = true;
-  EXPECT_EQ(LoadRegions(dir_, Device("host"), {{i, row_bytes, 0, 1, 0, 1, &dummy}}, checksum)
+  EXPECT_EQ(LoadRegions(dir_, MakeDevice("host"), {{i, row_bytes, 0, 1, 0, 1, &dummy}}, checksum)
                 .status()
                 .code(),
             Code::kInvalidArgument);
@@ -221,7 +221,7 @@ TEST_F(RegionsTest, ADeviceFailingMidSliceFailsTheLoadAndFreesStaging) {
   const size_t i = matrices_.front();
   const uint64_t row_bytes = RowBytes(i);
   const uint64_t rows = dir_.tensors[i].shape[0];
-  auto device = Device("sim:fail_copy_after=1000");
+  auto device = MakeDevice("sim:fail_copy_after=1000");
   auto memory = device->AllocateDevice(dir_.tensors[i].nbytes);
   ASSERT_TRUE(memory.ok());
   LoadOptions o;
@@ -242,7 +242,7 @@ TEST_F(RegionsTest, AFileCutShortUnderAColumnSliceLoadIsReportedAsChanged) {
   for (size_t i : matrices_) {
     regions.push_back({i, RowBytes(i), 0, dir_.tensors[i].shape[0], 0, RowBytes(i) / 2});
   }
-  auto device = Device("sim:bandwidth=50MB/s");
+  auto device = MakeDevice("sim:bandwidth=50MB/s");
   LoadOptions o;
   o.chunk_bytes = 64 << 10;
   o.threads = 4;

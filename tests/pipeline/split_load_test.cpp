@@ -15,8 +15,8 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::FileBytes;
+using testing::MakeDevice;
 using testing::Sample;
 
 using Devices = std::vector<std::shared_ptr<CheckedDevice>>;
@@ -80,7 +80,7 @@ TEST_P(SplitLoadTest, ATensorSplitPutsEachPartOnItsDeviceByteExactReadingEachByt
     SCOPED_TRACE(std::to_string(c.shares.size()) + " devices, " + std::to_string(c.threads) +
                  " readers, chunks of " + std::to_string(c.chunk_bytes));
     Devices devices;
-    for (size_t d = 0; d < c.shares.size(); ++d) devices.push_back(Device("sim:latency_us=0"));
+    for (size_t d = 0; d < c.shares.size(); ++d) devices.push_back(MakeDevice("sim:latency_us=0"));
     auto regions = CutTensors(dir_, ChooseCuts(dir_, {}), c.shares);
     ASSERT_TRUE(regions.ok()) << regions.status().ToString();
     LoadOptions o;
@@ -103,7 +103,7 @@ TEST_P(SplitLoadTest, ATensorSplitPutsEachPartOnItsDeviceByteExactReadingEachByt
 TEST_P(SplitLoadTest, ReplicasAreReadOnceAndForwardedOverPeerLinksOrEachOverItsOwn) {
   for (const char* spec : {"sim:latency_us=0", "sim:latency_us=0,peers=0"}) {
     SCOPED_TRACE(spec);
-    const Devices devices = {Device(spec), Device(spec), Device(spec)};
+    const Devices devices = {MakeDevice(spec), MakeDevice(spec), MakeDevice(spec)};
     const std::vector<TensorRegion> regions = ReplicateTensors(dir_, 3);
     LoadOptions o;
     o.chunk_bytes = 256 << 10;
@@ -129,7 +129,7 @@ TEST_P(SplitLoadTest, ReplicasAreReadOnceAndForwardedOverPeerLinksOrEachOverItsO
 TEST_P(SplitLoadTest, ADeviceFailingMidSplitFailsTheLoadAndFreesEveryDevice) {
   for (bool replicate : {false, true}) {
     SCOPED_TRACE(replicate ? "replicated" : "tensor split");
-    const Devices devices = {Device("sim"), Device("sim:fail_copy_after=2MiB")};
+    const Devices devices = {MakeDevice("sim"), MakeDevice("sim:fail_copy_after=2MiB")};
     auto regions = replicate ? ReplicateTensors(dir_, 2)
                              : CutTensors(dir_, ChooseCuts(dir_, {}), {1, 1}).value();
     LoadOptions o;
@@ -146,7 +146,7 @@ TEST_P(SplitLoadTest, ADeviceFailingMidSplitFailsTheLoadAndFreesEveryDevice) {
 TEST_P(SplitLoadTest, ADeviceStallingMidSplitIsNamedAndEveryDeviceFreed) {
   for (bool replicate : {false, true}) {
     SCOPED_TRACE(replicate ? "replicated" : "tensor split");
-    const Devices devices = {Device("sim"), Device("sim:stall_after=1MiB")};
+    const Devices devices = {MakeDevice("sim"), MakeDevice("sim:stall_after=1MiB")};
     auto regions = replicate ? ReplicateTensors(dir_, 2)
                              : CutTensors(dir_, ChooseCuts(dir_, {}), {1, 1}).value();
     LoadOptions o;
@@ -165,7 +165,7 @@ TEST_P(SplitLoadTest, ADeviceStallingMidSplitIsNamedAndEveryDeviceFreed) {
 TEST_P(SplitLoadTest, HostStagingNeverFeedsADeviceThatNeedsPinnedMemory) {
   for (bool replicate : {false, true}) {
     SCOPED_TRACE(replicate ? "replicated" : "tensor split");
-    const Devices devices = {Device("host"), Device("sim:reject_pageable=1,latency_us=0")};
+    const Devices devices = {MakeDevice("host"), MakeDevice("sim:reject_pageable=1,latency_us=0")};
     auto regions = replicate ? ReplicateTensors(dir_, 2)
                              : CutTensors(dir_, ChooseCuts(dir_, {}), {1, 1}).value();
     LoadOptions o;
@@ -181,7 +181,7 @@ TEST_P(SplitLoadTest, HostStagingNeverFeedsADeviceThatNeedsPinnedMemory) {
 }
 
 TEST_P(SplitLoadTest, RegionsRefuseWhatALoadOfThemCannotDo) {
-  const Devices devices = {Device("sim"), Device("sim")};
+  const Devices devices = {MakeDevice("sim"), MakeDevice("sim")};
   std::vector<TensorRegion> regions = ReplicateTensors(dir_, 2);
   LoadOptions checksum;
   checksum.checksum = true;

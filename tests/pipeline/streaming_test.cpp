@@ -21,8 +21,8 @@
 namespace hoist {
 namespace {
 
-using testing::Device;
 using testing::FileBytes;
+using testing::MakeDevice;
 using testing::Sample;
 
 // A framework's weight loader as hoist.iter_tensors is one: it hands out destinations in file
@@ -182,7 +182,7 @@ class StreamingLoadTest : public ::testing::Test {
 TEST_F(StreamingLoadTest, EveryTensorIsReportedOnceAfterItsBytesLanded) {
   // Destinations given up front (host memory the test owns): each report is checked against the
   // file's bytes on the reporting thread, at the moment of the report.
-  auto device = Device("host");
+  auto device = MakeDevice("host");
   std::vector<std::vector<unsigned char>> memory(dir_.tensors.size());
   std::mutex mutex;
   std::map<size_t, int> reports;
@@ -226,7 +226,7 @@ TEST_F(StreamingLoadTest, DestinationsWhenNeededStreamWithinTheWindowByteExact) 
   for (const Config& c : configs) {
     SCOPED_TRACE(std::string(c.device) + " threads=" + std::to_string(c.threads) +
                  " chunk=" + std::to_string(c.chunk) + " window=" + std::to_string(c.window));
-    auto device = Device(c.device);
+    auto device = MakeDevice(c.device);
     {
       WindowedConsumer consumer(dir_, device, c.window);
       LoadOptions o = Streaming(consumer);
@@ -255,7 +255,7 @@ TEST_F(StreamingLoadTest, DestinationsWhenNeededStreamWithinTheWindowByteExact) 
 }
 
 TEST_F(StreamingLoadTest, ACallerHoldingTheLoadBackIsNotAStall) {
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   std::vector<void*> given;
   LoadOptions o;
   o.threads = 4;
@@ -282,7 +282,7 @@ TEST_F(StreamingLoadTest, ACallerHoldingTheLoadBackIsNotAStall) {
 }
 
 TEST_F(StreamingLoadTest, ADestinationRefusedMidStreamFailsTheLoadAndNamesTheTensor) {
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   std::vector<void*> given;
   LoadOptions o;
   o.threads = 4;
@@ -310,7 +310,7 @@ TEST_F(StreamingLoadTest, ADestinationRefusedMidStreamFailsTheLoadAndNamesTheTen
 }
 
 TEST_F(StreamingLoadTest, CancellingWhileTheCallerHoldsTheLoadBackEndsIt) {
-  auto device = Device("sim");
+  auto device = MakeDevice("sim");
   std::atomic<bool> cancel{false};
   std::vector<void*> given;
   LoadOptions o;
@@ -339,7 +339,7 @@ TEST_F(StreamingLoadTest, CancellingWhileTheCallerHoldsTheLoadBackEndsIt) {
 TEST_F(StreamingLoadTest, DestinationsWhenNeededNeedADestinationCallback) {
   LoadOptions o;
   o.destinations_when_needed = true;
-  auto model = Load(dir_, Device("host"), o);
+  auto model = Load(dir_, MakeDevice("host"), o);
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), Code::kInvalidArgument);
 }

@@ -20,10 +20,10 @@ const std::vector<PlacementPolicy>& BuiltInPolicies() {
   return rows;
 }
 
-std::mutex g_registered_mutex;
+std::mutex g_policies_mutex;
 
 // A deque: rows handed out stay where they are as more are added.
-std::deque<PlacementPolicy>& Registered() {
+std::deque<PlacementPolicy>& RegisteredPolicies() {
   static std::deque<PlacementPolicy> rows;
   return rows;
 }
@@ -99,21 +99,21 @@ Result<const PlacementPolicy*> RegisterPlacementPolicy(PlacementPolicy policy) {
   if (policy.name.empty() || !policy.place) {
     return Status::InvalidArgument("a placement policy needs a name and a place function");
   }
-  std::lock_guard<std::mutex> lock(g_registered_mutex);  // the name checked and taken at once
+  std::lock_guard<std::mutex> lock(g_policies_mutex);  // the name checked and taken at once
   const auto taken = [&](const PlacementPolicy& p) { return p.name == policy.name; };
   if (std::any_of(BuiltInPolicies().begin(), BuiltInPolicies().end(), taken) ||
-      std::any_of(Registered().begin(), Registered().end(), taken)) {
+      std::any_of(RegisteredPolicies().begin(), RegisteredPolicies().end(), taken)) {
     return Status::InvalidArgument("a placement policy named '" + policy.name + "' exists");
   }
-  Registered().push_back(std::move(policy));
-  return &Registered().back();
+  RegisteredPolicies().push_back(std::move(policy));
+  return &RegisteredPolicies().back();
 }
 
 std::vector<const PlacementPolicy*> PlacementPolicies() {
   std::vector<const PlacementPolicy*> rows;
   for (const PlacementPolicy& p : BuiltInPolicies()) rows.push_back(&p);
-  std::lock_guard<std::mutex> lock(g_registered_mutex);
-  for (const PlacementPolicy& p : Registered()) rows.push_back(&p);
+  std::lock_guard<std::mutex> lock(g_policies_mutex);
+  for (const PlacementPolicy& p : RegisteredPolicies()) rows.push_back(&p);
   return rows;
 }
 
