@@ -75,6 +75,12 @@ for stage in "${stages[@]}"; do
       # shellcheck disable=SC2046
       cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_pkg_config \
         $(PKG_CONFIG_PATH="$PWD/build/install/lib/pkgconfig" pkg-config --cflags --libs hoist)
+      # Relocatable: the .pc file names libraries as -L${dir} -lname, no file of this machine.
+      if grep '^Libs' build/install/lib/pkgconfig/hoist.pc | grep -qE '(^| )/[^ ]+\.(a|so)( |$)'; then
+        echo "hoist.pc names a library file by its path on this machine:" >&2
+        grep '^Libs' build/install/lib/pkgconfig/hoist.pc >&2
+        exit 1
+      fi
       # And against the shared library, which exports the C API alone.
       cc -Wall -Werror examples/load_model.c -o build/consumer/load_model_shared \
         -I build/install/include -L build/install/lib -lhoist -Wl,-rpath,"$PWD/build/install/lib"
