@@ -19,8 +19,10 @@ def missing_build_requirements():
 
 
 if missing_build_requirements():
-    sys.exit(f"hoist's build needs {', '.join(missing_build_requirements())} in the Python that "
-             f"runs it ({sys.executable}), which cannot import them. Either let pip fetch them "
+    _missing = missing_build_requirements()
+    sys.exit(f"hoist's build needs {', '.join(_missing)} in the Python that runs it "
+             f"({sys.executable}), which cannot import {'it' if len(_missing) == 1 else 'them'}. "
+             f"Either let pip fetch them "
              f"(pip install . without --no-build-isolation), or build with a Python that has "
              f"them: on Debian, apt-get install python3-setuptools python3-wheel pybind11-dev "
              f"and use /usr/bin/python3 (or a venv made from it with --system-site-packages).")
