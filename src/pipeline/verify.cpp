@@ -1,5 +1,5 @@
 // Reading loaded tensors back from their devices and comparing them with the files, under a
-// watchdog: a read-back that stops making progress or a stop signal ends it promptly.
+// watchdog: a read or read-back that stops making progress, or a stop signal, ends it promptly.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -230,8 +230,8 @@ std::string StalledAt(const VerifyJob& job) {
          std::to_string(oldest->file_offset) + " (tensor '" + item.name + "')";
 }
 
-// The watchdog: OK once the workers end; a stop signal, or a read-back without progress for
-// stall_timeout_s, is what ended the verify.
+// The watchdog: OK once the workers end; a stop signal, or no file read or read-back ending
+// for stall_timeout_s, is what ended the verify.
 Status Watch(VerifyJob& job, double stall_timeout_s) {
   const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(stall_timeout_s * 1e9));
   std::unique_lock<std::mutex> lock(job.mutex);
