@@ -31,6 +31,13 @@ bool IsWordChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
 }
 
+// Where the run of characters `in_word` accepts, starting at `from`, ends.
+template <typename InWord>
+size_t WordEnd(const std::string& text, size_t from, InWord in_word) {
+  while (from < text.size() && in_word(static_cast<unsigned char>(text[from]))) ++from;
+  return from;
+}
+
 // The long options ("--name") in text, each not part of a longer word.
 std::set<std::string> LongOptions(const std::string& text) {
   std::set<std::string> found;
@@ -39,12 +46,9 @@ std::set<std::string> LongOptions(const std::string& text) {
         std::islower(static_cast<unsigned char>(text[i + 2])) == 0) {
       continue;
     }
-    size_t end = i + 2;
-    while (end < text.size() &&
-           (std::islower(static_cast<unsigned char>(text[end])) != 0 ||
-            std::isdigit(static_cast<unsigned char>(text[end])) != 0 || text[end] == '-')) {
-      ++end;
-    }
+    const size_t end = WordEnd(text, i + 2, [](unsigned char c) {
+      return std::islower(c) != 0 || std::isdigit(c) != 0 || c == '-';
+    });
     found.insert(text.substr(i, end - i));
     i = end;
   }
@@ -173,12 +177,9 @@ std::set<std::string> HoistNames(const std::string& text) {
       at += 6;
       continue;
     }
-    size_t end = at;
-    while (end < text.size() &&
-           (std::isupper(static_cast<unsigned char>(text[end])) != 0 ||
-            std::isdigit(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_')) {
-      ++end;
-    }
+    const size_t end = WordEnd(text, at, [](unsigned char c) {
+      return std::isupper(c) != 0 || std::isdigit(c) != 0 || c == '_';
+    });
     names.insert(text.substr(at, end - at));
     at = end;
   }
