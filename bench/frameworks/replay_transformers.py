@@ -23,7 +23,7 @@ def timed(function, seconds, calls):
 if mode != "plain":
     import hoist.safetensors, hoist._reader as R, hoist
     hoist.safetensors.patch()
-    hoist.fill = timed(hoist.fill, "fill_s", "fills")  # the native loads
+    hoist._engine.fill = timed(hoist._engine.fill, "fill_s", "fills")  # the native loads
     R.host_tensors = timed(R.host_tensors, "alloc_s", "allocs")  # the pinned slabs
 from safetensors import safe_open
 def key(s): return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in s.split(".")]

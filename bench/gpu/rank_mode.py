@@ -1,4 +1,6 @@
-"""On the two-GPU machine, under torchrun: hoist's rank mode against the one-process figures.
+"""On a GPU machine, under torchrun: hoist's rank mode against the one-process figures (one
+GPU: --nproc-per-node 1, a job of one rank, checks the engine's block and the polled NCCL
+all-gather; the process exits 1 if any part is not bit-equal).
 Each rank loads its part of the model with hoist.load_file(..., process_group=WORLD) (NCCL),
 split by tensor and replicated, warm, three rounds each; the first round of each is checked
 tensor by tensor against safetensors' get_slice of the same cut (bit-equal). Rank 0 prints one
@@ -16,7 +18,7 @@ import torch.distributed as dist
 
 import hoist
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "peers"))
 from tp_safetensors_peer import cut  # noqa: E402  the same built-in rules
 
 
@@ -44,6 +46,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     model_bytes = sum(t.nbytes for t in hoist.Model(path).tensors.values())
+    failed = False  # a part not bit-equal to safetensors' get_slice of the same cut
     for split in ("tensor", "replicate"):
         for round_ in range(3):
             dist.barrier()
@@ -66,13 +69,15 @@ def main():
             held = sum(t.numel() * t.element_size() for t in got.values())
             del got
             torch.cuda.empty_cache()
+            failed = failed or int(count.item()) != 0
             if rank == 0:
                 print(json.dumps({"split": split, "round": round_ + 1, "ranks": world,
                                   "wall_s": wall, "gbps": model_bytes / wall / 1e9,
                                   "rank0_bytes": held, "mismatches": int(count.item()),
                                   "checked": round_ == 0}), flush=True)
     dist.destroy_process_group()
+    return failed
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main() else 0)

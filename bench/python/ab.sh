@@ -8,9 +8,10 @@ set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL=${HOIST_MODEL_DIR:-/root/hoist-model}/model.safetensors
+SIZE=${HOIST_SIZE:-20GiB}
 mkdir -p "$OUT" "$(dirname "$MODEL")"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
-[ -f "$MODEL" ] || $BIN/hoist make-sample "$MODEL" --format safetensors --size 20GiB --seed 11 | tail -1
+[ -f "$MODEL" ] || $BIN/hoist make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 | tail -1
 build() {  # SOURCE BUILD
   cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
     -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -46,3 +47,17 @@ PY
   done
 done
 rm -f "$OUT/cmake.txt" "$OUT/build.txt"
+# The expectation: B's median of the rounds' bests within 2% of A's (or faster).
+python3 - "$OUT/log.txt" <<'PY'
+import re, statistics, sys
+rates = {"A": [], "B": []}
+for side, rate in re.findall(r"^([AB]) round \d+: hoist.load_file cuda:0 +([\d.]+) GB/s",
+                             open(sys.argv[1]).read(), re.M):
+    rates[side].append(float(rate))
+if len(rates["A"]) != 3 or len(rates["B"]) != 3:
+    sys.exit(f"FAIL: expected 3 rounds per side, got {rates}")
+a, b = statistics.median(rates["A"]), statistics.median(rates["B"])
+verdict = "ok" if b >= 0.98 * a else "FAIL"
+print(f"{verdict}: B/A = {b / a:.3f} (medians {b:.2f} / {a:.2f} GB/s; within 2% expected)")
+sys.exit(0 if verdict == "ok" else 1)
+PY

@@ -224,12 +224,31 @@ hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* opti
  * (world * chunk_bytes bytes on this rank's device) with every rank's chunk r at
  * r * chunk_bytes; this rank's own is in place. Return 0, or nonzero to fail the load. */
 typedef int (*hoist_all_gather_fn)(void* user, void* block, uint64_t chunk_bytes);
+/* A rank's exchange that hoist can wait for: `start` begins it (ncclAllGather on a stream, an
+ * MPI_Iallgather, a torch.distributed async_op) and returns 0, or nonzero to fail the load;
+ * `poll` answers 1 once it has finished, 0 while it runs, negative if it failed. hoist polls
+ * every few milliseconds on the calling thread, so the wait keeps the stall timeout and ends on
+ * cancel (the progress callback) and SIGINT/SIGTERM. A wait that ends before poll answered 1
+ * (stalled, cancelled, poll negative) leaves the block allocated until the process ends: the
+ * exchange may still write into it. With poll NULL, start returns once the exchange has
+ * finished, and no deadline can hold. */
+typedef struct hoist_all_gather {
+  hoist_all_gather_fn start;
+  int (*poll)(void* user);
+  void* user; /* passed to start and poll */
+} hoist_all_gather;
 /* Rank `rank` of a job of `world` processes, one device each (the options' device): loads this
  * rank's parts of `split` ("tensor" or "replicate", cut as hoist_model_cut cuts for `world`
- * devices with split_shares). Its slices are read; each tensor every rank holds whole is read
- * 1/world by each rank and gathered by all_gather (called once, on the calling thread, with
- * `user`). hoist_loaded_tensor(loaded, i) is this rank's part i, in hoist_model_cut's order of
- * the parts whose device is `rank`; hoist_loaded_verify compares them with the file. */
+ * devices with split_shares; with the options' names, of those tensors only). Its slices are
+ * read; each tensor every rank holds whole is read 1/world by each rank and gathered by
+ * `all_gather`, started once, on the calling thread.
+ * hoist_loaded_tensor(loaded, i) is this rank's part i, in hoist_model_cut's order of the parts
+ * whose device is `rank`, all in one block the loaded model owns; hoist_loaded_verify compares
+ * them with the file. */
+hoist_status hoist_load_rank_ex(hoist_model* model, const hoist_load_options* options,
+                                const char* split, uint32_t rank, uint32_t world,
+                                const hoist_all_gather* all_gather, hoist_loaded** out);
+/* hoist_load_rank_ex with an exchange that cannot be polled ({all_gather, NULL, user}). */
 hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* options,
                              const char* split, uint32_t rank, uint32_t world,
                              hoist_all_gather_fn all_gather, void* user, hoist_loaded** out);

@@ -165,6 +165,26 @@ class Model {
                           const_cast<std::function<int(void*, uint64_t)>*>(&all_gather), &out));
     return Loaded(out, model_);
   }
+  // Rank mode with an exchange hoist waits for under the stall timeout (hoist_load_rank_ex):
+  // start(block, chunk_bytes) begins it and returns 0 (nonzero fails the load); poll() answers 1
+  // once it has finished, 0 while it runs, negative if it failed.
+  Loaded load_rank(const hoist_load_options& options, const std::string& split, uint32_t rank,
+                   uint32_t world, const std::function<int(void*, uint64_t)>& start,
+                   const std::function<int()>& poll) {
+    struct Exchange {
+      const std::function<int(void*, uint64_t)>* start;
+      const std::function<int()>* poll;
+    } exchange{&start, &poll};
+    hoist_all_gather gather;
+    gather.start = [](void* user, void* block, uint64_t chunk_bytes) -> int {
+      return (*static_cast<Exchange*>(user)->start)(block, chunk_bytes);
+    };
+    gather.poll = [](void* user) -> int { return (*static_cast<Exchange*>(user)->poll)(); };
+    gather.user = &exchange;
+    hoist_loaded* out = nullptr;
+    Check(hoist_load_rank_ex(model_.get(), &options, split.c_str(), rank, world, &gather, &out));
+    return Loaded(out, model_);
+  }
   hoist_model* get() const { return model_.get(); }
 
  private:

@@ -5,8 +5,12 @@ import os
 import threading
 import weakref
 
-from . import HoistError, Model, load_file as _hoist_load_file
+from . import _engine
 from ._ahead import ReadAhead, host_tensor, host_tensors, pin_host_memory
+from ._engine import (_NUMPY_DTYPES, Model, address_of, hoist_device, new_tensor, settle,
+                      torch_dtype)
+from ._engine import load_file as _hoist_load_file
+from ._errors import HoistError
 
 _FRAMEWORKS = ("pt", "torch", "pytorch", "np", "numpy")
 # What safetensors 0.8 also accepts but hoist gives no tensors for.
@@ -323,17 +327,14 @@ class TensorReader:
                                         names=[n for n, _ in batch])
             except HoistError as e:
                 raise self.Error(str(e)) from e
-        from . import _torch as torch_module, hoist_device, torch_dtype
-        torch = torch_module()
         hoist_name, torch_device = hoist_device(self._device)
         out, regions = {}, []
         for other, cut in batch:
-            tensor = torch.empty(_region_shape(self._model, other, cut),
-                                 dtype=torch_dtype(self._model, other), device=torch_device)
-            regions.append(_region_tuple(self._model, other, cut, tensor.data_ptr()))
+            tensor = new_tensor(self._model, other, torch_device,
+                                _region_shape(self._model, other, cut), "part of tensor")
+            regions.append(_region_tuple(self._model, other, cut, address_of(tensor)))
             out[(other,) + cut] = tensor
-        if torch_device.type == "cuda":
-            torch.cuda.current_stream(torch_device).synchronize()
+        settle([torch_device])
         self._load_regions(regions, hoist_name)
         return out
 
@@ -348,18 +349,15 @@ class TensorReader:
         present, or a numpy array; and its address."""
         if self._numpy:
             import numpy
-            from . import _NUMPY_DTYPES
             dtype = ("uint8" if self._model.is_quantized(name)
                      else _NUMPY_DTYPES[self._model.tensors[name].dtype])
             array = numpy.empty(shape, dtype=dtype)
             return array, array.ctypes.data
-        from . import torch_dtype
         tensor = host_tensor(list(shape), torch_dtype(self._model, name), self._pinned)
         return tensor, tensor.data_ptr()
 
     def _read_host(self, names):
         """{name: tensor} of whole tensors read into host memory in one native load."""
-        from . import fill, torch_dtype
         if self._numpy:
             held = [self._host_tensor(self._model.load_shape(n), n) for n in names]
         else:  # one pinned slab for the batch
@@ -371,7 +369,7 @@ class TensorReader:
                         if self._model.tensors[n].nbytes]
         if destinations:
             try:
-                fill(self._model, destinations, "host", keep=out)
+                _engine.fill(self._model, destinations, "host", keep=out)
             except HoistError as e:
                 raise self.Error(str(e)) from e
         return out

@@ -2,13 +2,12 @@
 weight loader consumes, with the memory read ahead bounded."""
 import os
 
+from ._engine import (LOAD_OPTIONS, Model, _keep_if_stalled, _mib_bytes, _progress_callback,
+                      address_of, hoist_device, native_options, new_tensor, settle)
 from ._errors import CancelledError, HoistError, TensorNotFoundError
-
-_STREAM_OPTIONS = ("threads", "chunk_mib", "staging_mib", "stall_timeout", "direct_io")
 
 
 def _models(paths):
-    from . import Model
     if isinstance(paths, (str, bytes, os.PathLike, Model)):
         paths = [paths]
     return [p if isinstance(p, Model) else Model(p) for p in paths]
@@ -43,13 +42,7 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     staging_mib, stall_timeout, direct_io. Closing the iterator early (break) cancels the load
     and frees what it had not yielded.
     """
-    from . import _keep_if_stalled, _mib_bytes, _progress_callback, hoist_device, _torch, \
-        torch_dtype
-    from . import _NUMPY_DTYPES
-    unknown = sorted(set(options) - set(_STREAM_OPTIONS))
-    if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)}: expected "
-                        f"{', '.join(_STREAM_OPTIONS)}")
+    arguments = native_options(options, LOAD_OPTIONS)
     if isinstance(names, (str, bytes)):
         raise TypeError(f"names must be a list of tensor names, not a {type(names).__name__}")
     if names is not None:
@@ -62,27 +55,8 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
     models = _models(paths)
     plan = _wanted(models, names)
     hoist_name, torch_device = hoist_device(device)
-    torch = _torch()
     total = sum(m.tensors[n].nbytes for m, order in plan for n in order)
     report = _progress_callback(progress)
-    native_options = dict(
-        threads=options.get("threads", 0),
-        chunk_bytes=_mib_bytes(options, "chunk_mib"),
-        staging_bytes=_mib_bytes(options, "staging_mib"),
-        stall_timeout_s=float(options.get("stall_timeout", 0.0)),
-        direct_io=bool(options.get("direct_io", False)))
-
-    def allocate(model, name):
-        if torch is not None:
-            return torch.empty(model.load_shape(name), dtype=torch_dtype(model, name),
-                               device=torch_device)
-        import numpy
-        dtype = "uint8" if model.is_quantized(name) else _NUMPY_DTYPES[model.tensors[name].dtype]
-        return numpy.empty(model.load_shape(name), dtype=dtype)
-
-    def address(tensor):
-        return tensor.data_ptr() if torch is not None else tensor.ctypes.data
-
     done = 0
     try:
         for model, order in plan:
@@ -90,7 +64,7 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
             order_out = [n for n in order if model.tensors[n].nbytes > 0]
             indices = [model._indices[n] for n in order_out]
             names_by_index = {model._indices[n]: n for n in order}
-            stream = model._stream(order, hoist_name, **native_options)
+            stream = model._stream(order, hoist_name, **arguments)
             try:
                 handed = {}  # index -> tensor handed to the load, not yet yielded
                 held = 0
@@ -104,21 +78,13 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
                         nbytes = model.tensors[name].nbytes
                         if held > 0 and held + nbytes > ahead:
                             break
-                        try:
-                            tensor = allocate(model, name)
-                        except RuntimeError as e:  # torch.cuda.OutOfMemoryError among them
-                            from ._errors import DeviceError
-                            raise DeviceError(f"{model.path}: cannot allocate tensor '{name}' on "
-                                              f"{torch_device}: {e}", "device error") from e
+                        tensor = new_tensor(model, name, torch_device)
                         handed[indices[next_out]] = tensor
                         held += nbytes
-                        batch.append((indices[next_out], address(tensor)))
+                        batch.append((indices[next_out], address_of(tensor)))
                         next_out += 1
                     if batch:
-                        if torch is not None and torch_device.type == "cuda":
-                            # Memory the caching allocator hands back may still be in use by
-                            # work queued on torch's stream; hoist copies on its own streams.
-                            torch.cuda.current_stream(torch_device).synchronize()
+                        settle([torch_device])
                         stream.provide(batch)
                     try:
                         landed = stream.next()
@@ -128,7 +94,8 @@ def iter_tensors(paths, device="cpu", names=None, ahead_mib=1024, progress=None,
                     if landed is None:
                         break
                     name = names_by_index[landed]
-                    tensor = handed.pop(landed) if landed in handed else allocate(model, name)
+                    tensor = (handed.pop(landed) if landed in handed
+                              else new_tensor(model, name, torch_device))
                     nbytes = model.tensors[name].nbytes
                     held -= nbytes
                     done += nbytes

@@ -9,6 +9,9 @@ twice in GPU memory.
 """
 from typing import List, NamedTuple
 
+from . import _engine
+from ._errors import HoistError
+
 
 class LoadIntoResult(NamedTuple):
     loaded: List[str]
@@ -26,9 +29,7 @@ def load_into(module_or_state_dict, path, strict=True, progress=None, **options)
     hoist.load_file. Returns a LoadIntoResult."""
     import torch
 
-    import hoist
-
-    model = path if isinstance(path, hoist.Model) else hoist.Model(path)
+    model = path if isinstance(path, _engine.Model) else _engine.Model(path)
     if isinstance(module_or_state_dict, torch.nn.Module):
         # state_dict() shares storage with the parameters and buffers it names.
         state = module_or_state_dict.state_dict(keep_vars=True)
@@ -42,7 +43,7 @@ def load_into(module_or_state_dict, path, strict=True, progress=None, **options)
             continue
         target = state[name]
         want_shape = tuple(model.load_shape(name))
-        want_dtype = hoist.torch_dtype(model, name)
+        want_dtype = _engine.torch_dtype(model, name)
         if tuple(target.shape) != want_shape or target.dtype != want_dtype:
             mismatched.append(name)
             problems.append(f"'{name}': file has {model.tensors[name].dtype} {list(want_shape)}, "
@@ -58,7 +59,7 @@ def load_into(module_or_state_dict, path, strict=True, progress=None, **options)
         lines += [f"  missing from the file: '{k}'" for k in missing]
         lines += [f"  not in the module: '{k}'" for k in unexpected]
         lines += [f"  mismatched {p}" for p in problems]
-        raise hoist.HoistError("\n".join(lines), "invalid argument")
+        raise HoistError("\n".join(lines), "invalid argument")
 
     # One load per device the destinations live on.
     by_device = {}
@@ -69,8 +70,8 @@ def load_into(module_or_state_dict, path, strict=True, progress=None, **options)
         by_device.setdefault(tensor.device, []).append((name, tensor.data_ptr()))
     with torch.no_grad():
         for device, destinations in by_device.items():
-            hoist_name, torch_device = hoist.hoist_device(device)
+            hoist_name, torch_device = _engine.hoist_device(device)
             if torch_device.type == "cuda":
                 torch.cuda.current_stream(torch_device).synchronize()
-            hoist.fill(model, destinations, hoist_name, progress, **options)
+            _engine.fill(model, destinations, hoist_name, progress, **options)
     return LoadIntoResult(matched, missing, unexpected, mismatched)

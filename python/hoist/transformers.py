@@ -29,7 +29,9 @@ import inspect
 import threading
 import warnings
 
+from ._engine import open as open_model
 from ._errors import HoistError
+from ._stream import iter_tensors
 
 __all__ = ["enable", "disable", "enabled"]
 
@@ -232,7 +234,6 @@ class _CheckpointStream:
     started by the first tensor asked for. Thread-safe."""
 
     def __init__(self, files, device_of):
-        from . import open as open_model
         self._models = [open_model(f) for f in files]
         self._groups = {}  # device -> the keys streamed onto it
         for model in self._models:
@@ -278,7 +279,6 @@ class _CheckpointStream:
                              "not found")
 
     def _run(self, device, names):
-        from ._stream import iter_tensors
         try:
             stream = iter_tensors(self._models, device=device, names=names)
             for name, tensor in stream:

@@ -114,10 +114,10 @@ hoist_load_options LoadOptions(const std::string& device, int threads, uint64_t 
   return options;
 }
 
-// Runs one load (`load` fills the hoist_loaded) without the GIL; raises what the progress
-// callback caught (Ctrl-C, the callback's exception) or the load's error; returns its report.
+// Runs one load (`load` fills the hoist_loaded) without the GIL; raises what the callbacks
+// caught (Ctrl-C, the callback's exception) or the load's error; returns the loaded model.
 template <typename LoadFn>
-std::string RunLoad(LoadCall& call, LoadFn&& load) {
+std::unique_ptr<hoist_loaded, LoadedDeleter> RunLoadKeeping(LoadCall& call, LoadFn&& load) {
   hoist_loaded* raw = nullptr;
   hoist_status status = HOIST_OK;
   {
@@ -130,8 +130,78 @@ std::string RunLoad(LoadCall& call, LoadFn&& load) {
     throw py::error_already_set();
   }
   if (status != HOIST_OK) Raise(status);
-  return hoist_loaded_report_json(loaded.get());
+  return loaded;
 }
+
+// RunLoadKeeping for a load into the caller's memory: returns the report.
+template <typename LoadFn>
+std::string RunLoad(LoadCall& call, LoadFn&& load) {
+  return hoist_loaded_report_json(RunLoadKeeping(call, std::forward<LoadFn>(load)).get());
+}
+
+// One part: (tensor index, row bytes, first row, end row, first column byte, end column byte,
+// device index).
+using PartTuple = std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
+
+// A load into memory hoist allocated (rank mode): its parts and where each landed. The memory
+// lives as long as this object; Python's tensors over it hold it.
+class Loaded {
+ public:
+  Loaded(std::unique_ptr<hoist_loaded, LoadedDeleter> loaded, std::shared_ptr<hoist_model> model)
+      : model_(std::move(model)), loaded_(std::move(loaded)) {}
+
+  // (part, address) per part, in the load's order.
+  std::vector<std::pair<PartTuple, uintptr_t>> parts() const {
+    std::vector<std::pair<PartTuple, uintptr_t>> out;
+    for (size_t i = 0;; ++i) {
+      hoist_part p{};
+      if (hoist_loaded_part(loaded_.get(), i, &p) != HOIST_OK) break;  // past the last part
+      out.emplace_back(PartTuple{p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin,
+                                 p.column_end, p.device},
+                       reinterpret_cast<uintptr_t>(hoist_loaded_tensor(loaded_.get(), i)));
+    }
+    return out;
+  }
+  std::string report() const { return hoist_loaded_report_json(loaded_.get()); }
+
+ private:
+  std::shared_ptr<hoist_model> model_;  // the loaded model reads its directory
+  std::unique_ptr<hoist_loaded, LoadedDeleter> loaded_;
+};
+
+// Rank mode's exchange, run by Python (torch.distributed): start(block address, chunk bytes)
+// begins it and returns what poll() asks (True once finished). Called on the loading thread,
+// which takes the GIL for them; an exception fails the load and is raised by RunLoadKeeping.
+struct Exchange {
+  LoadCall* call;
+  py::object start;
+  py::object poll;
+  py::object pending;  // what start returned
+
+  static int Start(void* user, void* block, uint64_t chunk_bytes) {
+    auto* self = static_cast<Exchange*>(user);
+    py::gil_scoped_acquire gil;
+    try {
+      self->pending = self->start(reinterpret_cast<uintptr_t>(block), chunk_bytes);
+    } catch (py::error_already_set& e) {
+      self->call->python_error.emplace(std::move(e));
+      return 1;
+    }
+    return 0;
+  }
+  // Ctrl-C raised while poll runs fails it: the engine then keeps the block (the exchange may
+  // still write into it) and RunLoadKeeping raises KeyboardInterrupt.
+  static int Poll(void* user) {
+    auto* self = static_cast<Exchange*>(user);
+    py::gil_scoped_acquire gil;
+    try {
+      return self->poll(self->pending).cast<bool>() ? 1 : 0;
+    } catch (py::error_already_set& e) {
+      self->call->python_error.emplace(std::move(e));
+      return -1;
+    }
+  }
+};
 
 // One load consumed as a stream (hoist.iter_tensors). The load runs on its own thread; Python
 // hands out destinations (Provide) and takes tensors as they land (Next). Reader threads never
@@ -315,9 +385,7 @@ class Model {
   }
 
   // How `split` ("tensor" or "replicate") places the model on `devices` (joined by commas):
-  // one (tensor index, row bytes, first row, end row, first column byte, end column byte,
-  // device index) per part.
-  using PartTuple = std::tuple<size_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
+  // one PartTuple per part.
   std::vector<PartTuple> Split(const std::string& devices, const std::string& split,
                                const std::vector<double>& shares, const std::string& split_plan) {
     const hoist_load_options options = PlacementOptions(devices, shares, split_plan);
@@ -357,6 +425,38 @@ class Model {
     return RunLoad(call, [&](hoist_loaded** out) {
       return hoist_load_parts(model_.get(), &options, native.data(), native.size(), out);
     });
+  }
+
+  // Rank `rank` of a job of `world` processes loads its parts of `split` onto `device` (one),
+  // the tensors every rank holds whole gathered through start and poll (Exchange).
+  std::unique_ptr<Loaded> LoadRank(const std::string& split, uint32_t rank, uint32_t world,
+                                   const std::string& device, const std::vector<double>& shares,
+                                   const std::string& split_plan, const py::object& start,
+                                   const py::object& poll, const py::object& progress,
+                                   const std::vector<py::str>& names, int threads,
+                                   uint64_t chunk_bytes, uint64_t staging_bytes,
+                                   double stall_timeout_s, bool direct_io) {
+    LoadCall call;
+    call.progress = progress;
+    hoist_load_options options =
+        LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
+    std::vector<std::string> name_bytes;
+    std::vector<const char*> name_ptrs;
+    for (const py::str& name : names) name_bytes.push_back(NameFromPython(name));
+    for (const std::string& name : name_bytes) name_ptrs.push_back(name.c_str());
+    options.names = name_ptrs.empty() ? nullptr : name_ptrs.data();
+    options.name_count = name_ptrs.size();
+    if (!split_plan.empty()) options.split_plan = split_plan.c_str();
+    if (!shares.empty()) {
+      options.split_shares = shares.data();
+      options.split_share_count = shares.size();
+    }
+    Exchange exchange{&call, start, poll, py::none()};
+    const hoist_all_gather gather{Exchange::Start, Exchange::Poll, &exchange};
+    auto loaded = RunLoadKeeping(call, [&](hoist_loaded** out) {
+      return hoist_load_rank_ex(model_.get(), &options, split.c_str(), rank, world, &gather, out);
+    });
+    return std::make_unique<Loaded>(std::move(loaded), model_);
   }
 
   // Loads regions of tensors, (tensor index, row bytes, first row, end row, first column
@@ -558,9 +658,17 @@ PYBIND11_MODULE(_native, m) {
       .def("load_regions", &Model::LoadRegions, py::arg("regions"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
+      .def("load_rank", &Model::LoadRank, py::arg("split"), py::arg("rank"), py::arg("world"),
+           py::arg("device"), py::arg("shares"), py::arg("split_plan"), py::arg("start"),
+           py::arg("poll"), py::arg("progress"), py::arg("names") = std::vector<py::str>{},
+           py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
+           py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
       .def("stream", &Model::StreamTensors, py::arg("names"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false);
+  py::class_<Loaded>(m, "Loaded")
+      .def("parts", &Loaded::parts)
+      .def_property_readonly("report", &Loaded::report);
   py::class_<Stream>(m, "Stream")
       .def("provide", &Stream::Provide, py::arg("destinations"))
       .def("next", &Stream::Next)

@@ -95,7 +95,7 @@ class DtypeTest(unittest.TestCase):
 
     def test_every_safetensors_dtype_this_torch_has(self):
         specs, expected = [], {}
-        for i, (dtype, attr) in enumerate(hoist._TORCH_DTYPES.items()):
+        for i, (dtype, attr) in enumerate(hoist._engine._TORCH_DTYPES.items()):
             if not hasattr(torch, attr) or dtype not in ITEMSIZE:
                 continue
             shape = (3, 5) if i % 2 else (7,)
@@ -134,7 +134,7 @@ class DtypeTest(unittest.TestCase):
                 f.seek(info.offset)
                 self.assertEqual(raw_bytes(t), f.read(info.nbytes), name)
                 if info.dtype in ("F32", "F16", "BF16"):
-                    self.assertEqual(t.dtype, getattr(torch, hoist._TORCH_DTYPES[info.dtype]))
+                    self.assertEqual(t.dtype, getattr(torch, hoist._engine._TORCH_DTYPES[info.dtype]))
                     self.assertEqual(tuple(t.shape), info.shape)
                 else:
                     rows = int(numpy.prod(info.shape[:-1]))

@@ -1,6 +1,7 @@
 """Rank mode: hoist.load_file(..., process_group=pg) in a job of 2 to 4 processes (gloo on
 CPUs): each rank gets its slice of every cut weight, equal to narrow() of the tensor written, and
 every whole tensor, equal to the one written, its bytes read 1/N by each rank and all-gathered."""
+import gc
 import os
 import tempfile
 import unittest
@@ -45,8 +46,19 @@ def rank_main(rank, world, init_file, path, split, results):
                             world_size=world)
     try:
         got = hoist.load_file(path, device="cpu", split=split, process_group=dist.group.WORLD)
+        some = ["model.norm.weight", "model.layers.1.self_attn.o_proj.weight"]
+        named = hoist.load_file(path, device="cpu", split=split, process_group=dist.group.WORLD,
+                                names=some)
+        gc.collect()  # the tensors are views of the engine's block: they alone keep it
         written = tensors()
         bad = []
+        if sorted(named) != sorted(some):
+            bad.append(f"names {sorted(named)}")
+        for name in some:
+            want = written[name] if split == "replicate" else expected_part(
+                name, written[name], rank, world)
+            if name in named and not torch.equal(named[name], want):
+                bad.append(f"named {name}")
         if sorted(got) != sorted(written):
             bad.append(f"keys {sorted(got)}")
         for name, whole in written.items():
@@ -175,8 +187,8 @@ class RankModeTest(unittest.TestCase):
         got, _ = self.run_failing("absent")
         message, seconds = got[0]
         self.assertIn("rank 0 of 2 waited", message)
-        self.assertIn("(stall timeout 1.5 s): a rank failed, hangs or never called load_file",
-                      message)
+        self.assertIn("(stall timeout 1.5 s): a rank failed, hangs or never started its load; "
+                      "this rank's block (", message)
         self.assertLess(seconds, 4)  # the stall timeout, not the peer's time away
         self.assertEqual(got[1][0], "ok")
 

@@ -424,11 +424,12 @@ hoist_status hoist_model_cut_ex(const hoist_model* model, const hoist_load_optio
   });
 }
 
-hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* options,
-                             const char* split, uint32_t rank, uint32_t world,
-                             hoist_all_gather_fn all_gather, void* user, hoist_loaded** out) {
-  if (model == nullptr || split == nullptr || all_gather == nullptr || out == nullptr) {
-    return Invalid("model, split, all_gather and out must not be NULL");
+hoist_status hoist_load_rank_ex(hoist_model* model, const hoist_load_options* options,
+                                const char* split, uint32_t rank, uint32_t world,
+                                const hoist_all_gather* all_gather, hoist_loaded** out) {
+  if (model == nullptr || split == nullptr || all_gather == nullptr ||
+      all_gather->start == nullptr || out == nullptr) {
+    return Invalid("model, split, all_gather, its start and out must not be NULL");
   }
   return Guarded([&] {
     auto request = ToRequest(options);
@@ -436,14 +437,31 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
     auto parsed = hoist::ParseSplit(split, "split");
     if (!parsed.ok()) return Fail(parsed.status());
     request->split = *parsed;
-    const hoist::AllGather exchange = [all_gather, user](void* block, uint64_t chunk_bytes) {
-      if (all_gather(user, block, chunk_bytes) != 0) {
+    const hoist_all_gather exchange = *all_gather;
+    hoist::AllGather gather;
+    gather.start = [exchange](void* block, uint64_t chunk_bytes) {
+      if (exchange.start(exchange.user, block, chunk_bytes) != 0) {
         return hoist::Status::DeviceError("the all-gather callback failed");
       }
       return hoist::Status::Ok();
     };
-    return Finish(hoist::LoadAsRank(model->dir, *request, rank, world, exchange), out);
+    if (exchange.poll != nullptr) {
+      gather.poll = [exchange]() -> hoist::Result<bool> {
+        const int finished = exchange.poll(exchange.user);
+        if (finished < 0)
+          return hoist::Status::DeviceError("the all-gather failed (its poll said so)");
+        return finished != 0;
+      };
+    }
+    return Finish(hoist::LoadAsRank(model->dir, *request, rank, world, gather), out);
   });
+}
+
+hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* options,
+                             const char* split, uint32_t rank, uint32_t world,
+                             hoist_all_gather_fn all_gather, void* user, hoist_loaded** out) {
+  const hoist_all_gather exchange{all_gather, nullptr, user};
+  return hoist_load_rank_ex(model, options, split, rank, world, &exchange, out);
 }
 
 hoist_status hoist_split_places_parts(const char* split, int* places_parts) {

@@ -1,5 +1,6 @@
 #include "api/request.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -238,14 +239,26 @@ Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
 Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,
                                  uint32_t rank, uint32_t world, const AllGather& all_gather) {
   const LoadOptions& o = request.options;
-  if (!o.names.empty() || !request.placement.empty() || o.checksum || o.destination ||
-      o.destinations_when_needed || request.parts) {
-    return Status::InvalidArgument(
-        "rank mode takes no names, placement, checksum, destinations or parts");
+  if (!request.placement.empty() || o.checksum || o.destination || o.destinations_when_needed ||
+      request.parts) {
+    return Status::InvalidArgument("rank mode takes no placement, checksum, destinations or parts");
   }
-  HOIST_RETURN_IF_ERROR(CheckRequest(request));
-  HOIST_ASSIGN_OR_RETURN(const std::vector<TensorRegion> cut,
-                         CutForDevices(dir, request, world == 0 ? 1 : world));
+  LoadRequest whole_model = request;
+  whole_model.options.names.clear();  // the cut is of the whole model; names pick its parts
+  HOIST_RETURN_IF_ERROR(CheckRequest(whole_model));
+  HOIST_ASSIGN_OR_RETURN(std::vector<TensorRegion> cut,
+                         CutForDevices(dir, whole_model, world == 0 ? 1 : world));
+  if (!o.names.empty()) {
+    std::vector<bool> named(dir.tensors.size(), false);
+    for (const std::string& name : o.names) {
+      const TensorEntry* t = dir.Find(name);
+      if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
+      named[static_cast<size_t>(t - dir.tensors.data())] = true;
+    }
+    cut.erase(std::remove_if(cut.begin(), cut.end(),
+                             [&](const TensorRegion& r) { return !named[r.tensor]; }),
+              cut.end());
+  }
   const auto start = std::chrono::steady_clock::now();
   HOIST_ASSIGN_OR_RETURN(auto devices, OpenDevices(request.device, request.spelling.device));
   if (devices.size() != 1) {
@@ -255,7 +268,7 @@ Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& 
   std::vector<TensorRegion> mine;
   HOIST_ASSIGN_OR_RETURN(
       std::unique_ptr<LoadedModel> model,
-      LoadRank(dir, devices.front(), cut, rank, world, all_gather, request.options, &mine));
+      LoadRank(dir, devices.front(), cut, rank, world, all_gather, whole_model.options, &mine));
   model->report.phases.device_open = device_open;
   HOIST_ASSIGN_OR_RETURN(TensorDirectory part_dir, RegionDirectory(dir, mine));
   Plan plan;

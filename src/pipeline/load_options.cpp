@@ -48,4 +48,10 @@ Status CheckLoadOptions(const LoadOptions& options) {
   return Status::Ok();
 }
 
+Status StopOrCancel(const LoadOptions& options) {
+  HOIST_RETURN_IF_ERROR(StopRequested());
+  if (options.cancel != nullptr && options.cancel->load()) return Status::Cancelled("cancelled");
+  return Status::Ok();
+}
+
 }  // namespace hoist

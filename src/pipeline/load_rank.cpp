@@ -1,13 +1,57 @@
 // Rank mode: in a job that runs one process per device, each rank loads its slices of a split
 // and 1/N of the tensors every rank holds whole into one flat block, and the caller's
 // all-gather (NCCL, MPI, torch.distributed: the job's own exchange) fills in the rest.
+#include <chrono>
+#include <cstdio>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "base/units.h"
 #include "pipeline/loader.h"
 
 namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits for a polled exchange to finish, under the load's stall timeout, its cancel flag, stop
+// signals and its progress callback (told `landed` about every 100 ms: a caller's Ctrl-C check
+// runs there).
+Status WaitForExchange(const AllGather& all_gather, const LoadOptions& options,
+                       const LoadProgress& landed, uint32_t rank, uint32_t world) {
+  constexpr auto kPoll = std::chrono::milliseconds(2);
+  constexpr auto kReport = std::chrono::milliseconds(100);
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last_report = start;
+  for (;;) {
+    HOIST_ASSIGN_OR_RETURN(const bool finished, all_gather.poll());
+    if (finished) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(StopOrCancel(options).WithContext("the all-gather"));
+    const Clock::time_point now = Clock::now();
+    if (options.progress && now - last_report >= kReport) {
+      last_report = now;
+      if (!options.progress(landed)) {
+        return Status::Cancelled("cancelled by the progress callback in the all-gather");
+      }
+    }
+    const double waited = std::chrono::duration<double>(now - start).count();
+    if (waited > options.stall_timeout_s) {
+      char seconds[64];
+      std::snprintf(seconds, sizeof seconds, "%.1f s", waited);
+      char timeout[64];
+      std::snprintf(timeout, sizeof timeout, "%g s", options.stall_timeout_s);
+      return Status::Stalled("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                             " waited " + seconds +
+                             " for the other ranks in the all-gather of the tensors every rank "
+                             "holds whole (stall timeout " +
+                             timeout + "): a rank failed, hangs or never started its load");
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
                                               const std::shared_ptr<CheckedDevice>& device,
@@ -19,7 +63,7 @@ Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
     return Status::InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(world) +
                                    " is not a rank of the job");
   }
-  if (!all_gather) return Status::InvalidArgument("rank mode needs an all-gather");
+  if (!all_gather.start) return Status::InvalidArgument("rank mode needs an all-gather");
   std::map<size_t, std::vector<const TensorRegion*>> pieces;
   for (const TensorRegion& r : cut) {
     if (r.tensor >= dir.tensors.size() || r.device >= world) {
@@ -93,8 +137,20 @@ Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
     report = (*regions)->report;
   }
   if (flat_bytes > 0) {
-    if (Status s = all_gather(base + flat_start, chunk); !s.ok()) {
+    if (Status s = all_gather.start(base + flat_start, chunk); !s.ok()) {
       return fail(s.WithContext("the all-gather of the tensors every rank holds"));
+    }
+    if (all_gather.poll) {
+      const LoadProgress landed{report.tensor_bytes, report.read_bytes, report.tensor_bytes, 0};
+      if (Status s = WaitForExchange(all_gather, options, landed, rank, world); !s.ok()) {
+        // Whether stalled, cancelled or failed, the exchange may still write into the block:
+        // it stays allocated.
+        device->set_free_on_destroy(false);
+        return Status(s.code(), s.message() + "; this rank's block (" +
+                                    FormatBytes(flat_start + chunk * world) +
+                                    ") stays allocated until the process ends: the exchange may "
+                                    "still write into it");
+      }
     }
   }
   // The result: tensor i is part i of mine, in the block it adopts.

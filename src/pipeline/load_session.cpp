@@ -435,12 +435,8 @@ void LoadSession::Stream() {
     }
     if (job.stop.load()) break;
     if (job.chunks_done.load() == total_chunks) break;
-    if (Status stop = StopRequested(); !stop.ok()) {
+    if (Status stop = StopOrCancel(options_); !stop.ok()) {
       job.Fail(std::move(stop));
-      break;
-    }
-    if (options_.cancel != nullptr && options_.cancel->load()) {
-      job.Fail(Status::Cancelled("cancelled"));
       break;
     }
     if (options_.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {

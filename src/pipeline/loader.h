@@ -209,11 +209,19 @@ Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,
                                                  const std::vector<TensorRegion>& regions,
                                                  const LoadOptions& options);
 
-// Rank mode's exchange: fills block (world * chunk_bytes bytes on this rank's device) with
-// every rank's chunk r at r * chunk_bytes, this rank's own already in place (an in-place
-// all-gather: ncclAllGather, MPI_Allgather, torch.distributed). Called once, on the loading
-// thread.
-using AllGather = std::function<Status(void* block, uint64_t chunk_bytes)>;
+// Rank mode's exchange: an in-place all-gather (ncclAllGather, MPI_Allgather,
+// torch.distributed) that fills block (world * chunk_bytes bytes on this rank's device) with
+// every rank's chunk r at r * chunk_bytes, this rank's own already in place. `start` is called
+// once, on the loading thread. With `poll`, start only begins the exchange and poll, called on
+// the loading thread every few milliseconds until it answers true, says when it has finished:
+// the wait then keeps the stall timeout and ends on cancel, a stop signal or the progress
+// callback. A wait that ends otherwise (stalled, cancelled, poll failed) leaves the block
+// allocated, since the exchange may still write into it. Without poll, start returns once the
+// exchange has finished (no deadline can hold).
+struct AllGather {
+  std::function<Status(void* block, uint64_t chunk_bytes)> start;
+  std::function<Result<bool>()> poll;
+};
 
 // Rank `rank` of a job of `world` processes, one device each: loads this rank's parts of `cut`
 // (the parts with device == rank of a split for `world` devices) onto device. Its slices are
@@ -256,6 +264,9 @@ inline constexpr double kMaxStallTimeoutSeconds = 1e7;
 uint64_t MaxStagingBytes();
 // OK, or an invalid-argument error naming the option and its bounds.
 Status CheckLoadOptions(const LoadOptions& options);
+// kCancelled once a stop signal arrived or the caller's cancel flag is set, else OK: what every
+// wait of a load (streaming, verify, the rank exchange) checks, alike.
+Status StopOrCancel(const LoadOptions& options);
 
 // Defaults chosen from the machine: for loads onto `devices` devices at once, each device's
 // readers up to the one-device figure, as far as the machine's cores go.

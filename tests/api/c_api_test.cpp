@@ -464,6 +464,20 @@ TEST(CApiTest, RankModeLoadsEachRanksSlicesAndGathersTheWholeTensors) {
   EXPECT_EQ(hoist_load_rank(model, &options, "tensor", 2, 2, refuse, nullptr, &loaded),
             HOIST_INVALID_ARGUMENT);
   EXPECT_STREQ(hoist_last_error(), "rank 2 of 2 is not a rank of the job");
+  // A polled exchange: waited for until poll says it finished. (A poll that fails, a stall and
+  // a cancel leave the block allocated: FaultTest.APolledRankExchange* checks them.)
+  int polls_left = 3;
+  hoist_all_gather polled{[](void*, void*, uint64_t) { return 0; },
+                          [](void* user) { return --*static_cast<int*>(user) == 0 ? 1 : 0; },
+                          &polls_left};
+  ASSERT_EQ(hoist_load_rank_ex(model, &options, "replicate", 0, 1, &polled, &loaded), HOIST_OK)
+      << hoist_last_error();
+  EXPECT_EQ(polls_left, 0);
+  EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+  hoist_loaded_free(loaded);
+  polled.start = nullptr;
+  EXPECT_EQ(hoist_load_rank_ex(model, &options, "replicate", 0, 1, &polled, &loaded),
+            HOIST_INVALID_ARGUMENT);
   hoist_model_close(model);
 }
 

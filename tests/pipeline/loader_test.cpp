@@ -418,7 +418,7 @@ TEST_F(FaultTest, AHangingReadIntoTheCallersTensorSaysItMayStillWriteIt) {
 // regardless. A device that can stop its copies frees the block as before.
 TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
   const std::vector<TensorRegion> cut = ReplicateTensors(dir_, 2);
-  const AllGather gather = [](void*, uint64_t) { return Status::Ok(); };
+  const AllGather gather{[](void*, uint64_t) { return Status::Ok(); }, {}};
   for (const bool can_stop : {false, true}) {
     auto device = MakeDevice(std::string("sim:stall_after=1MiB,abandon=") + (can_stop ? "1" : "0"));
     LoadOptions o;
@@ -434,6 +434,95 @@ TEST_F(FaultTest, ARankLoadWhoseCopiesCannotStopKeepsItsBlock) {
     EXPECT_EQ(device->live_device_allocations(), can_stop ? 0u : 1u);
     // This test's own clean-up: the sim's hung copies touch no memory.
     device->set_free_on_destroy(true);
+  }
+}
+
+// A rank's exchange that never finishes (a peer that died or never loaded) ends at the stall
+// timeout, or at once on cancel or a failing poll, naming the wait; its block stays allocated,
+// since the exchange may still write into it. One that finishes after a few polls gives a model
+// equal to the file.
+TEST_F(FaultTest, APolledRankExchangeKeepsTheStallTimeoutAndCancel) {
+  const std::vector<TensorRegion> cut = ReplicateTensors(dir_, 2);
+  int polls = 0;
+  bool started = false;
+  AllGather never{[&](void*, uint64_t) {
+                    started = true;
+                    return Status::Ok();
+                  },
+                  [&]() -> Result<bool> {
+                    ++polls;
+                    return false;
+                  }};
+  {
+    auto device = MakeDevice("host");
+    LoadOptions o;
+    o.stall_timeout_s = 0.3;
+    std::vector<TensorRegion> mine;
+    auto model = LoadRank(dir_, device, cut, 1, 2, never, o, &mine);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kStalled);
+    EXPECT_EQ(model.status().message().rfind("rank 1 of 2 waited ", 0), 0u)
+        << model.status().message();
+    EXPECT_NE(model.status().message().find(
+                  " s for the other ranks in the all-gather of the tensors every rank holds "
+                  "whole (stall timeout 0.3 s): a rank failed, hangs or never started its load; "
+                  "this rank's block ("),
+              std::string::npos)
+        << model.status().message();
+    EXPECT_TRUE(started);
+    EXPECT_GT(polls, 1);
+    EXPECT_EQ(device->live_device_allocations(), 1u);
+    EXPECT_FALSE(device->free_on_destroy());
+    device->set_free_on_destroy(true);  // this test's own clean-up: its exchange writes nothing
+  }
+  {
+    auto device = MakeDevice("host");
+    std::atomic<bool> cancel{false};
+    LoadOptions o;
+    o.cancel = &cancel;
+    AllGather cancelled = never;
+    cancelled.poll = [&]() -> Result<bool> {
+      cancel.store(true);  // the job gives up while this rank waits for its peers
+      return false;
+    };
+    std::vector<TensorRegion> mine;
+    auto model = LoadRank(dir_, device, cut, 0, 2, cancelled, o, &mine);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kCancelled);
+    EXPECT_NE(model.status().message().find("the all-gather: cancelled; this rank's block ("),
+              std::string::npos)
+        << model.status().message();
+    device->set_free_on_destroy(true);
+  }
+  {
+    auto device = MakeDevice("host");
+    AllGather failing = never;
+    failing.poll = []() -> Result<bool> { return Status::DeviceError("the peer went away"); };
+    std::vector<TensorRegion> mine;
+    auto model = LoadRank(dir_, device, cut, 0, 2, failing, LoadOptions{}, &mine);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kDeviceError);
+    EXPECT_NE(model.status().message().find("the peer went away; this rank's block ("),
+              std::string::npos)
+        << model.status().message();
+    EXPECT_EQ(device->live_device_allocations(), 1u);
+    device->set_free_on_destroy(true);
+  }
+  {
+    auto device = MakeDevice("host");
+    int left = 3;
+    AllGather finishes{[](void*, uint64_t) { return Status::Ok(); },
+                       [&]() -> Result<bool> { return --left == 0; }};
+    std::vector<TensorRegion> mine;
+    const std::vector<TensorRegion> alone = ReplicateTensors(dir_, 1);
+    auto model = LoadRank(dir_, device, alone, 0, 1, finishes, LoadOptions{}, &mine);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    EXPECT_EQ(left, 0);
+    auto parts = RegionDirectory(dir_, mine);
+    ASSERT_TRUE(parts.ok()) << parts.status().message();
+    auto mismatches = Verify(*parts, **model, 2, 10);
+    ASSERT_TRUE(mismatches.ok()) << mismatches.status().message();
+    EXPECT_TRUE(mismatches->empty());
   }
 }
 

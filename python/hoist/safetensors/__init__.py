@@ -22,7 +22,8 @@ import os
 import struct
 import sys
 
-from .. import _DTYPES
+from .._engine import _DTYPES, Model
+from .._errors import HoistError
 from .._reader import _OTHER_FRAMEWORKS, TensorReader
 
 __all__ = ["safe_open", "SafetensorError", "TensorSpec", "serialize", "serialize_file",
@@ -266,7 +267,6 @@ def _tensors_of_bytes(data, where):
     """(name, dtype, header shape, memoryview of its bytes) per tensor of safetensors bytes,
     in file order, the header read and checked by hoist's own reader (hoist.Model.from_bytes),
     as a file's is."""
-    from .. import HoistError, Model
     if not isinstance(data, (builtins.bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes, not {type(data).__name__}")
     view = memoryview(data).cast("B")

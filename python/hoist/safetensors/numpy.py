@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from .. import _DTYPES
+from .._engine import _DTYPES
 from . import (SafetensorError, TensorSpec, _check_backend, deserialize, safe_open, serialize,
                serialize_file)
 

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
+from .._engine import _TORCH_DTYPES
 from . import (SafetensorError, TensorSpec, _check_backend, _serialize, _tensors_of_bytes,
                _write_replacing, deserialize, safe_open, serialize, serialize_file)
 
@@ -215,7 +216,6 @@ def load(data: bytes) -> Dict[str, torch.Tensor]:
 
 def _from_bytes(data, dtype, shape):
     """A CPU tensor of the header's `dtype` and `shape` over `data` (a bytearray)."""
-    from .. import _TORCH_DTYPES
     attr = _TORCH_DTYPES.get(dtype)
     if attr is None or not hasattr(torch, attr):
         raise SafetensorError(f"dtype {dtype} has no torch dtype in torch {torch.__version__}")
