@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <optional>
@@ -55,9 +56,25 @@ void KeepLastError(std::string_view message) {
 // hoist_load_options as hoist 0.1 defined it: up to and including progress_user.
 constexpr size_t kLoadOptionsV1Size = offsetof(hoist_load_options, tensor_loaded);
 
+// The C API's status of each of the core's codes, indexed by hoist::Code: the values hoist.h
+// promises.
+constexpr hoist_status kCStatuses[] = {
+    HOIST_OK,           HOIST_INVALID_MODEL,    HOIST_IO_ERROR,
+    HOIST_NOT_FOUND,    HOIST_INVALID_ARGUMENT, HOIST_STALLED,
+    HOIST_DEVICE_ERROR, HOIST_VERIFY_MISMATCH,  HOIST_CANCELLED,
+    HOIST_UNAVAILABLE,  HOIST_FILE_CHANGED,     HOIST_ERROR,
+};
+static_assert(std::size(kCStatuses) == static_cast<size_t>(hoist::Code::kInternal) + 1,
+              "every code of the core has its C status");
+static_assert(kCStatuses[static_cast<size_t>(hoist::Code::kStalled)] == HOIST_STALLED &&
+              kCStatuses[static_cast<size_t>(hoist::Code::kFileChanged)] == HOIST_FILE_CHANGED &&
+              kCStatuses[static_cast<size_t>(hoist::Code::kInternal)] == HOIST_ERROR);
+
+hoist_status CStatus(hoist::Code code) { return kCStatuses[static_cast<size_t>(code)]; }
+
 hoist_status Fail(const hoist::Status& status) {
   KeepLastError(status.message());
-  return static_cast<hoist_status>(hoist::RowOf(status.code()).c_status);
+  return CStatus(status.code());
 }
 
 hoist_status Invalid(const std::string& what) { return Fail(hoist::Status::InvalidArgument(what)); }
@@ -569,8 +586,10 @@ const char* hoist_version(void) { return hoist::Version(); }
 
 const char* hoist_status_name(hoist_status status) {
   // The rows' names are literals: their data() ends in a NUL.
-  const hoist::StatusRow* row = hoist::RowOfCStatus(status);
-  return row != nullptr ? row->name.data() : "unknown";
+  for (size_t code = 0; code < std::size(kCStatuses); ++code) {
+    if (kCStatuses[code] == status) return hoist::RowOf(static_cast<hoist::Code>(code)).name.data();
+  }
+  return "unknown";
 }
 
 }  // extern "C"

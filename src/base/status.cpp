@@ -4,26 +4,24 @@
 #include <cstring>
 #include <iterator>
 
-#include "hoist/hoist.h"
-
 namespace hoist {
 
 namespace {
 
-// Indexed by Code. The C statuses and exit codes are the values hoist.h and docs/CLI.md promise.
+// Indexed by Code. The exit codes are the values docs/CLI.md promises.
 constexpr StatusRow kRows[] = {
-    {Code::kOk, HOIST_OK, "ok", 0},
-    {Code::kInvalidModel, HOIST_INVALID_MODEL, "invalid model", 2},
-    {Code::kIoError, HOIST_IO_ERROR, "I/O error", 1},
-    {Code::kNotFound, HOIST_NOT_FOUND, "not found", 1},
-    {Code::kInvalidArgument, HOIST_INVALID_ARGUMENT, "invalid argument", 1},
-    {Code::kStalled, HOIST_STALLED, "stalled", 3},
-    {Code::kDeviceError, HOIST_DEVICE_ERROR, "device error", 4},
-    {Code::kVerifyMismatch, HOIST_VERIFY_MISMATCH, "verify mismatch", 5},
-    {Code::kCancelled, HOIST_CANCELLED, "cancelled", 1},  // 128 + N when signal N stopped it
-    {Code::kUnavailable, HOIST_UNAVAILABLE, "unavailable", 1},
-    {Code::kFileChanged, HOIST_FILE_CHANGED, "model changed", 6},
-    {Code::kInternal, HOIST_ERROR, "error", 1},
+    {Code::kOk, "ok", 0},
+    {Code::kInvalidModel, "invalid model", 2},
+    {Code::kIoError, "I/O error", 1},
+    {Code::kNotFound, "not found", 1},
+    {Code::kInvalidArgument, "invalid argument", 1},
+    {Code::kStalled, "stalled", 3},
+    {Code::kDeviceError, "device error", 4},
+    {Code::kVerifyMismatch, "verify mismatch", 5},
+    {Code::kCancelled, "cancelled", 1},  // 128 + N when signal N stopped it
+    {Code::kUnavailable, "unavailable", 1},
+    {Code::kFileChanged, "model changed", 6},
+    {Code::kInternal, "error", 1},
 };
 static_assert(std::size(kRows) == static_cast<size_t>(Code::kInternal) + 1);
 
@@ -40,13 +38,6 @@ static_assert(RowsInCodeOrder());
 const StatusRow& RowOf(Code code) {
   const auto i = static_cast<size_t>(code);
   return i < std::size(kRows) ? kRows[i] : kRows[static_cast<size_t>(Code::kInternal)];
-}
-
-const StatusRow* RowOfCStatus(int c_status) {
-  for (const StatusRow& row : kRows) {
-    if (row.c_status == c_status) return &row;
-  }
-  return nullptr;
 }
 
 std::string_view CodeName(Code code) { return RowOf(code).name; }

@@ -28,18 +28,15 @@ enum class Code : uint8_t {
   kInternal,         // a broken invariant inside hoist
 };
 
-// One row per Code: the C API's hoist_status (include/hoist/hoist.h), the name every front end
-// shows (hoist_status_name, Python's HoistError.status), and the command-line tool's exit code
-// (kinds without one of their own share 1). The only place these are related to each other.
+// One row per Code: the name every front end shows (hoist_status_name, Python's
+// HoistError.status) and the command-line tool's exit code (kinds without one of their own share
+// 1). The C API maps each Code to its hoist_status (kCStatuses in api/c_api.cpp).
 struct StatusRow {
   Code code;
-  int c_status;
   std::string_view name;
   int exit_code;
 };
 const StatusRow& RowOf(Code code);
-// The row of a C API status; nullptr when it names none.
-const StatusRow* RowOfCStatus(int c_status);
 
 std::string_view CodeName(Code code);  // RowOf(code).name
 
