@@ -208,8 +208,11 @@ Result<TensorDirectory> OpenGgufSplits(Storage& storage, const std::string& firs
 
 Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path);
 
-Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir) {
-  HOIST_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.ListFiles(dir));
+// The model of a directory whose files (each as storage.Join(dir, name)) are `names`: its
+// safetensors index, else every .safetensors file, else its one .gguf file or GGUF split set.
+// The one rule for every source: a local directory, a cached hub snapshot, the hub's listing.
+Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir,
+                                      const std::vector<std::string>& names) {
   const std::string index = storage.Join(dir, "model.safetensors.index.json");
   if (std::find(names.begin(), names.end(), index) != names.end()) {
     return OpenSafetensorsIndex(storage, index);
@@ -258,7 +261,10 @@ Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) 
                         : Status(type_or.status().code(), type_or.status().message() + "; " + hint);
   }
   const EntryType type = *type_or;
-  if (type == EntryType::kDirectory) return OpenDirectory(storage, path);
+  if (type == EntryType::kDirectory) {
+    HOIST_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.ListFiles(path));
+    return OpenDirectory(storage, path, names);
+  }
   if (path.ends_with(".json")) return OpenSafetensorsIndex(storage, path);
   if (const std::optional<GgufSplitName> split = ParseSplitName(path)) {
     if (split->number != 1) {
@@ -270,11 +276,8 @@ Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path) 
   return ReadOneFile(storage, path);
 }
 
-}  // namespace
-
-Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
-                                           const std::string& path) {
-  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadAnyShape(*storage, path));
+// A directory read from storage: where its bytes come from.
+TensorDirectory WithStorage(TensorDirectory dir, const std::shared_ptr<Storage>& storage) {
   dir.storage = storage;
   if (dir.decoded_view) {
     dir.stored_storage = storage;
@@ -283,9 +286,20 @@ Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& stora
   return dir;
 }
 
+}  // namespace
+
+Result<TensorDirectory> ReadModelDirectory(const std::shared_ptr<Storage>& storage,
+                                           const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadAnyShape(*storage, path));
+  return WithStorage(std::move(dir), storage);
+}
+
 Result<TensorDirectory> ReadModelDirectory(const std::string& path, double stall_timeout_s) {
   HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(path, stall_timeout_s));
-  return ReadModelDirectory(where.storage, where.path);
+  if (!where.listing) return ReadModelDirectory(where.storage, where.path);
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory dir,
+                         OpenDirectory(*where.storage, where.path, *where.listing));
+  return WithStorage(std::move(dir), where.storage);
 }
 
 }  // namespace hoist

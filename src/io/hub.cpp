@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/platform.h"
-#include "format/gguf_split_name.h"
 #include "io/http_storage.h"
 
 namespace hoist {
@@ -46,25 +45,6 @@ bool IsRevision(std::string_view revision) {
     if (slash == std::string_view::npos) return true;
     begin = slash + 1;
   }
-}
-
-// The file of the listing the hub loads a model from, or "".
-std::string ModelFile(const std::vector<std::string>& files) {
-  for (const char* preferred : {"model.safetensors.index.json", "model.safetensors"}) {
-    if (std::find(files.begin(), files.end(), preferred) != files.end()) return preferred;
-  }
-  std::vector<std::string> safetensors;
-  std::vector<std::string> gguf;
-  for (const std::string& f : files) {
-    if (f.find('/') != std::string::npos) continue;  // the repo's top level only
-    if (f.ends_with(".safetensors")) safetensors.push_back(f);
-    const std::optional<GgufSplitName> split = ParseGgufSplitName(f);
-    const bool later_split = split && split->number >= 2;
-    if (f.ends_with(".gguf") && !later_split) gguf.push_back(f);
-  }
-  if (safetensors.size() == 1) return safetensors[0];
-  if (safetensors.empty() && gguf.size() == 1) return gguf[0];
-  return "";
 }
 
 }  // namespace
@@ -152,12 +132,6 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
       }
     }
   }
-  const std::string file = ModelFile(files);
-  if (file.empty()) {
-    return Status::NotFound("hf://" + name.repo + "@" + name.revision +
-                            ": the repo holds no model.safetensors(.index.json), no single "
-                            ".safetensors file and no single .gguf file");
-  }
   // The commit the listing answered for, so that every file comes from one revision.
   std::string commit = name.revision;
   if (info.contains("sha")) {
@@ -167,9 +141,15 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
                              Printable(commit) + "', not 40 hex digits: refused");
     }
   }
-  return ModelLocation{http, endpoint + "/" + name.repo + "/resolve/" +
-                                 PercentEncode(commit, /*keep_slash=*/false) + "/" +
-                                 PercentEncode(file, /*keep_slash=*/false)};
+  ModelLocation snapshot{
+      http, endpoint + "/" + name.repo + "/resolve/" + PercentEncode(commit, /*keep_slash=*/false),
+      std::vector<std::string>()};
+  for (const std::string& file : files) {
+    if (file.find('/') != std::string::npos) continue;  // the repo's top level only
+    snapshot.listing->push_back(
+        http->Join(snapshot.path, PercentEncode(file, /*keep_slash=*/false)));
+  }
+  return snapshot;
 }
 
 }  // namespace hoist

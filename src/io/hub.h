@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "io/storage.h"
@@ -38,14 +39,16 @@ std::string CachedSnapshot(Storage& local, const std::string& repo, const std::s
 struct ModelLocation {
   std::shared_ptr<Storage> storage;
   std::string path;  // the name in storage: a directory, a file or an index
+  // For a directory its storage cannot list (the hub's snapshot over HTTP): the files directly
+  // in it, each as storage->Join(path, name). Which of them make the model is format/'s choice,
+  // as for any directory.
+  std::optional<std::vector<std::string>> listing;
 };
 
 // Where hf://name's model is: the cached snapshot (a local directory), else, asked of the hub
 // at HF_ENDPOINT (default https://huggingface.co, with HF_TOKEN as the bearer token to that host
-// only), the revision's commit and the file the hub would load: model.safetensors.index.json,
-// else model.safetensors, else its one .safetensors file, else its one .gguf file (the first
-// of a split set). kNotFound naming the repo when it has none of these.
-// stall_timeout_s: as LocateModel's.
+// only), the revision's commit: its snapshot directory over HTTP with the hub's listing of its
+// top-level files. stall_timeout_s: as LocateModel's.
 Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s = 0);
 
 // Where a model name's bytes are (sources.cpp): hf://… as LocateHubModel says, an http:// or

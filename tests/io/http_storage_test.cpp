@@ -551,6 +551,21 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     ExpectByteExact(local, **model);
   }
+  // Which files make the model is the rule of any directory (format/model.cpp): without an
+  // index, every top-level .safetensors file of the listing, as from the cache.
+  {
+    std::ofstream listing(server_->root() + "/api/models/org/name/revision/shards");
+    listing << R"({"sha": ")" << commit << R"(", "siblings": [)";
+    for (size_t i = 0; i < local.files.size(); ++i) {
+      listing << (i ? ", " : "") << R"({"rfilename": ")"
+              << std::filesystem::path(local.files[i].path).filename().string() << R"("})";
+    }
+    listing << "]}";
+  }
+  auto shards = ReadModelDirectory("hf://org/name@shards");
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  EXPECT_EQ(shards->files.size(), 2u);
+  EXPECT_EQ(shards->tensors.size(), local.tensors.size());
   auto bad = ReadModelDirectory("hf://org/name@nothing");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kNotFound) << bad.status().ToString();
