@@ -1,0 +1,98 @@
+// The layers of src/ (docs/ARCHITECTURE.md) as the includes draw them: each layer includes
+// only itself and the layers beneath it, so that an arrow running back up (io/ reaching into
+// format/ to pick a model's file, once) fails here rather than in a review.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hoist {
+namespace {
+
+// Per layer, the layers its files may include. pack/ (codecs) sits under format/ and device/:
+// the GPU decode kernels are built with the device backends.
+const std::map<std::string, std::set<std::string>>& AllowedIncludes() {
+  static const auto* allowed = new std::map<std::string, std::set<std::string>>{
+      {"base", {"base"}},
+      {"io", {"base", "io"}},
+      {"pack", {"base", "pack"}},
+      {"format", {"base", "io", "pack", "format"}},
+      {"device", {"base", "pack", "device"}},
+      {"plan", {"base", "format", "plan"}},
+      {"pipeline", {"base", "io", "pack", "format", "device", "plan", "pipeline"}},
+      {"api", {"base", "io", "pack", "format", "device", "plan", "pipeline", "api"}},
+      {"measure", {"base", "io", "pack", "format", "device", "plan", "pipeline", "measure"}},
+      {"cli",
+       {"base", "io", "pack", "format", "device", "plan", "pipeline", "api", "measure", "cli"}},
+  };
+  return *allowed;
+}
+
+// The hoist layers a file includes ("format" for #include "format/model.h"), with the line.
+std::vector<std::pair<std::string, std::string>> IncludedLayers(const std::filesystem::path& file) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string prefix = "#include \"";
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t slash = line.find('/', prefix.size());
+    if (slash == std::string::npos) continue;
+    out.emplace_back(line.substr(prefix.size(), slash - prefix.size()), line);
+  }
+  return out;
+}
+
+TEST(LayersTest, EachLayerIncludesOnlyItselfAndTheLayersBeneath) {
+  const std::filesystem::path src = std::filesystem::path(HOIST_SOURCE_DIR) / "src";
+  std::set<std::string> seen;
+  std::vector<std::string> broken;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(src)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".h" && ext != ".cpp" && ext != ".cu") continue;
+    const std::string layer = entry.path().lexically_relative(src).begin()->string();
+    seen.insert(layer);
+    const auto allowed = AllowedIncludes().find(layer);
+    if (allowed == AllowedIncludes().end()) {
+      broken.push_back(entry.path().string() + ": in a layer the table does not know");
+      continue;
+    }
+    for (const auto& [included, line] : IncludedLayers(entry.path())) {
+      if (AllowedIncludes().count(included) == 0) continue;  // "hoist/hoist.h", "test_util.h"
+      if (allowed->second.count(included) == 0) {
+        broken.push_back(entry.path().lexically_relative(src).string() + ": " + line);
+      }
+    }
+  }
+  EXPECT_EQ(broken, std::vector<std::string>{});
+  for (const auto& [layer, _] : AllowedIncludes()) EXPECT_EQ(seen.count(layer), 1u) << layer;
+}
+
+// The public header is the C API's: only api/ may include it, so
+// that the core defines its own codes and the C API maps them.
+TEST(LayersTest, OnlyTheCApiIncludesThePublicHeader) {
+  const std::filesystem::path src = std::filesystem::path(HOIST_SOURCE_DIR) / "src";
+  std::vector<std::string> including;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(src)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("#include \"hoist/", 0) == 0) {
+        including.push_back(entry.path().lexically_relative(src).string());
+        break;
+      }
+    }
+  }
+  for (const std::string& file : including) {
+    EXPECT_TRUE(file.rfind("api/", 0) == 0) << file << " includes the public header";
+  }
+}
+
+}  // namespace
+}  // namespace hoist
