@@ -10,18 +10,18 @@ namespace {
 
 // Indexed by Code. The exit codes are the values docs/CLI.md promises.
 constexpr StatusRow kRows[] = {
-    {Code::kOk, "ok", 0},
-    {Code::kInvalidModel, "invalid model", 2},
-    {Code::kIoError, "I/O error", 1},
-    {Code::kNotFound, "not found", 1},
-    {Code::kInvalidArgument, "invalid argument", 1},
-    {Code::kStalled, "stalled", 3},
-    {Code::kDeviceError, "device error", 4},
-    {Code::kVerifyMismatch, "verify mismatch", 5},
-    {Code::kCancelled, "cancelled", 1},  // 128 + N when signal N stopped it
-    {Code::kUnavailable, "unavailable", 1},
-    {Code::kFileChanged, "model changed", 6},
-    {Code::kInternal, "error", 1},
+    {Code::kOk, 0, "ok"},
+    {Code::kInvalidModel, 2, "invalid model"},
+    {Code::kIoError, 1, "I/O error"},
+    {Code::kNotFound, 1, "not found"},
+    {Code::kInvalidArgument, 1, "invalid argument"},
+    {Code::kStalled, 3, "stalled"},
+    {Code::kDeviceError, 4, "device error"},
+    {Code::kVerifyMismatch, 5, "verify mismatch"},
+    {Code::kCancelled, 1, "cancelled"},  // 128 + N when signal N stopped it
+    {Code::kUnavailable, 1, "unavailable"},
+    {Code::kFileChanged, 6, "model changed"},
+    {Code::kInternal, 1, "error"},
 };
 static_assert(std::size(kRows) == static_cast<size_t>(Code::kInternal) + 1);
 

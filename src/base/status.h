@@ -33,8 +33,8 @@ enum class Code : uint8_t {
 // 1). The C API maps each Code to its hoist_status (kCStatuses in api/c_api.cpp).
 struct StatusRow {
   Code code;
-  std::string_view name;
   int exit_code;
+  std::string_view name;
 };
 const StatusRow& RowOf(Code code);
 

@@ -11,11 +11,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "device/checked_device.h"
 #include "io/file.h"
+#include "pipeline/job_state.h"
 #include "pipeline/staging_pool.h"
 #include "pipeline/tensor_checksums.h"
 #include "plan/load_plan.h"
@@ -81,31 +84,49 @@ class CopyGate {
   };
 
   // Closes the gate; true when every pass has left within `wait`.
-  bool Close(std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> lock(mutex_);
+  bool Close(std::chrono::milliseconds wait) HOIST_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     closed_ = true;
-    return left_.wait_for(lock, wait, [&] { return inside_ == 0; });
+    return lock.WaitFor(left_, wait, [this]() HOIST_REQUIRES(mutex_) { return inside_ == 0; });
   }
 
  private:
-  bool Enter() {
-    std::lock_guard<std::mutex> lock(mutex_);
+  bool Enter() HOIST_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
     if (closed_) return false;
     ++inside_;
     return true;
   }
-  void Leave() {
+  void Leave() HOIST_EXCLUDES(mutex_) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       --inside_;
     }
     left_.notify_all();
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::condition_variable left_;
-  int inside_ = 0;
-  bool closed_ = false;
+  int inside_ HOIST_GUARDED_BY(mutex_) = 0;
+  bool closed_ HOIST_GUARDED_BY(mutex_) = false;
+};
+
+// Copies a stopped reader left in flight, handed to the tear-down. Thread-safe.
+class Orphans {
+ public:
+  template <typename Range>  // of std::shared_ptr<InFlight>
+  void Add(const Range& left) HOIST_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    orphans_.insert(orphans_.end(), left.begin(), left.end());
+  }
+  std::vector<std::shared_ptr<InFlight>> Take() HOIST_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    return std::exchange(orphans_, {});
+  }
+
+ private:
+  Mutex mutex_;
+  std::vector<std::shared_ptr<InFlight>> orphans_ HOIST_GUARDED_BY(mutex_);
 };
 
 // What one reader is doing, for the watchdog.
@@ -160,30 +181,15 @@ struct LoadJob {
   std::atomic<int64_t> last_progress_ns{0};
 
   std::atomic<bool> stop{false};
+  FirstFailure failure{stop};
   // Readers start no copy once `stop` is set or the gate is closed (after `stop`).
   CopyGate copy_gate;
-  std::mutex error_mutex;
-  Status error;
-
-  std::mutex orphans_mutex;
-  std::vector<std::shared_ptr<InFlight>> orphans;  // copies a stopped reader left in flight
-
-  std::mutex exit_mutex;
-  std::condition_variable exit_cv;
-  int running = 0;
+  Orphans orphans;
+  RunningThreads running;  // the readers
 
   // Keeps the first error and stops every thread.
-  void Fail(Status status) {
-    {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (error.ok()) error = std::move(status);
-    }
-    stop.store(true);
-  }
-  Status FirstError() {
-    std::lock_guard<std::mutex> lock(error_mutex);
-    return error;
-  }
+  void Fail(Status status) { failure.Fail(std::move(status)); }
+  Status FirstError() const { return failure.Get(); }
 
   // The devices a chunk's copies touch: its readers' (whose staging it is in), its segments'
   // and, for forwarded segments, their replicas'.
@@ -214,15 +220,9 @@ struct LoadJob {
   // A reader left behind in a read may hand in copies after the load returned: memory under
   // a copy that has not completed is never freed.
   ~LoadJob() {
-    for (auto& e : orphans) {
+    for (auto& e : orphans.Take()) {
       if (!e->AdvanceCopies()) e->buffer.Abandon();
     }
-  }
-
-  void Exited() {
-    std::lock_guard<std::mutex> lock(exit_mutex);
-    --running;
-    exit_cv.notify_all();
   }
 };
 

@@ -403,7 +403,7 @@ void LoadSession::Stream() {
     }
   }
   const int readers = static_cast<int>(job.readers.size());
-  job.running = readers;
+  job.running.Add(readers);
   threads_.reserve(static_cast<size_t>(readers));
   // Each thread reports its exit only after everything it held (buffers) is released.
   for (int r = 0; r < readers; ++r) {
@@ -411,13 +411,10 @@ void LoadSession::Stream() {
         StartThread("reader thread " + std::to_string(r + 1) + " of " + std::to_string(readers),
                     [job = job_, r] {
                       ReaderLoop(job, r);
-                      job->Exited();
+                      job->running.Exited();
                     });
     if (!thread.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(job.exit_mutex);
-        job.running -= readers - r;  // these never ran
-      }
+      job.running.Add(-(readers - r));  // these never ran
       job.Fail(Status(thread.status().code(),
                       thread.status().message() + "; fewer threads may do (--threads)"));
       break;
@@ -429,10 +426,7 @@ void LoadSession::Stream() {
   const size_t total_chunks = job.plan.chunks.size();
   Clock::time_point last_report = Clock::now();
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(job.exit_mutex);
-      job.exit_cv.wait_for(lock, kExitPoll, [&] { return job.running == 0; });
-    }
+    (void)job.running.WaitForNone(kExitPoll);
     if (job.stop.load()) break;
     if (job.chunks_done.load() == total_chunks) break;
     if (Status stop = StopOrCancel(options_); !stop.ok()) {
@@ -486,11 +480,7 @@ Status LoadSession::StopAndSettle() {
   // Past this gate no reader starts a copy. A reader inside a device's copy call that does not
   // return within the grace may still start one: then no device's memory is freed.
   const bool gated = job.copy_gate.Close(kJoinGrace);
-  {
-    std::unique_lock<std::mutex> lock(job.exit_mutex);
-    job.exit_cv.wait_for(lock, kJoinGrace, [&] { return job.running == 0; });
-    all_exited_ = job.running == 0;
-  }
+  all_exited_ = job.running.WaitForNone(kJoinGrace);
   for (std::thread& t : threads_) t.detach();  // each holds the job; the finished ones are gone
   Status status = job.FirstError();
   if (status.ok() && job.chunks_done.load() != job.plan.chunks.size()) {
@@ -500,11 +490,7 @@ Status LoadSession::StopAndSettle() {
   // Copies still in flight may read staging buffers and write destinations: give them a last
   // chance to complete, then stop each device or, if one cannot promise to stop, leave its
   // memory allocated rather than free it under them.
-  std::vector<std::shared_ptr<InFlight>> orphans;
-  {
-    std::lock_guard<std::mutex> lock(job.orphans_mutex);
-    orphans.swap(job.orphans);
-  }
+  std::vector<std::shared_ptr<InFlight>> orphans = job.orphans.Take();
   // A chunk's copies may run on several devices (read groups, forwards): it is settled only
   // when every device it touches has stopped or its copies have completed.
   auto touches = [&](const InFlight& e, size_t d) -> bool {  // not a proxy into a temporary

@@ -418,10 +418,7 @@ class Reader {
       Retire(job_, *mine_.front());
       mine_.pop_front();
     }
-    if (!mine_.empty()) {
-      std::lock_guard<std::mutex> lock(job_.orphans_mutex);
-      job_.orphans.insert(job_.orphans.end(), mine_.begin(), mine_.end());
-    }
+    if (!mine_.empty()) job_.orphans.Add(mine_);
   }
 
   LoadJob& job_;

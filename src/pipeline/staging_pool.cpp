@@ -52,12 +52,15 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
       if (!p.ok()) continue;
       pool->buffer_bytes_ = size;
       pool->planned_buffers_ = count;
-      pool->report_.buffer_bytes = size;
-      if (size < buffer_bytes) {
-        pool->report_.fallbacks.push_back("pinned buffers of " + FormatBytes(buffer_bytes) +
-                                          " could not be had; staging in " + FormatBytes(size));
+      {
+        MutexLock lock(pool->mutex_);  // not shared yet; the analysis asks for it all the same
+        pool->report_.buffer_bytes = size;
+        if (size < buffer_bytes) {
+          pool->report_.fallbacks.push_back("pinned buffers of " + FormatBytes(buffer_bytes) +
+                                            " could not be had; staging in " + FormatBytes(size));
+        }
+        pool->buffers_.reserve(count);
       }
-      pool->buffers_.reserve(count);
       pool->AddRegion(static_cast<unsigned char*>(p.value()), first);
       if (count > first) pool->GrowInBackground(first, count);
       return pool;
@@ -66,14 +69,18 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
   }
   // No pinned memory at all: stage in ordinary memory, copied in small pieces.
   pool->pinned_ = false;
-  pool->report_.pinned = false;
   pool->buffer_bytes_ = buffer_bytes;
-  pool->report_.buffer_bytes = buffer_bytes;
   const size_t pageable = static_cast<size_t>(std::max<uint64_t>(2, budget_bytes / buffer_bytes));
   pool->planned_buffers_ = pageable;
-  pool->buffers_.reserve(pageable);
+  {
+    MutexLock lock(pool->mutex_);
+    pool->report_.pinned = false;
+    pool->report_.buffer_bytes = buffer_bytes;
+    pool->buffers_.reserve(pageable);
+  }
   HOIST_ASSIGN_OR_RETURN(void* memory, AllocateHostMemory(pageable * buffer_bytes, "staging"));
   pool->AddRegion(static_cast<unsigned char*>(memory), pageable);
+  MutexLock lock(pool->mutex_);
   pool->report_.fallbacks.push_back(
       "no pinned memory could be allocated: staging in ordinary (pageable) memory with "
       "device copies of at most " +
@@ -83,7 +90,7 @@ Result<std::unique_ptr<StagingPool>> StagingPool::Create(std::shared_ptr<Checked
 
 void StagingPool::AddRegion(unsigned char* memory, size_t count) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     regions_.push_back({memory, false});
     for (size_t i = 0; i < count; ++i) {
       buffers_.push_back(memory + i * buffer_bytes_);
@@ -130,7 +137,7 @@ void StagingPool::Grow(size_t have, size_t count) {
     } else if (piece > 1) {
       piece = (piece + 1) / 2;
     } else {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       report_.fallbacks.push_back("pinned memory ran out after " + std::to_string(have) + " of " +
                                   std::to_string(count) + " staging buffers of " +
                                   FormatBytes(buffer_bytes_) + "; staging with fewer");
@@ -141,12 +148,12 @@ void StagingPool::Grow(size_t have, size_t count) {
 
 void StagingPool::GrowInBackground(size_t have, size_t count) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     growing_ = true;
   }
   auto grower = StartThread("the staging pool's allocation thread", [this, have, count] {
     Grow(have, count);
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     growing_ = false;
     grown_.notify_all();
   });
@@ -154,20 +161,20 @@ void StagingPool::GrowInBackground(size_t have, size_t count) {
     grower_ = std::move(grower).value();
     return;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   growing_ = false;
   report_.fallbacks.push_back(grower.status().message() + "; staging with the first " +
                               std::to_string(have) + " buffers");
 }
 
 StagingPoolReport StagingPool::ReportOnceGrown() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  grown_.wait(lock, [this] { return !growing_; });
+  MutexLock lock(mutex_);
+  lock.Wait(grown_, [this]() HOIST_REQUIRES(mutex_) { return !growing_; });
   return report_;
 }
 
 StagingPoolReport StagingPool::report() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   return report_;
 }
 
@@ -185,8 +192,10 @@ StagingPool::~StagingPool() {
 }
 
 std::optional<StagingBuffer> StagingPool::Acquire(std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!available_.wait_for(lock, wait, [this] { return !free_.empty(); })) return std::nullopt;
+  MutexLock lock(mutex_);
+  if (!lock.WaitFor(available_, wait, [this]() HOIST_REQUIRES(mutex_) { return !free_.empty(); })) {
+    return std::nullopt;
+  }
   const size_t index = free_.back();
   free_.pop_back();
   return StagingBuffer(this, index, buffers_[index]);
@@ -194,14 +203,14 @@ std::optional<StagingBuffer> StagingPool::Acquire(std::chrono::milliseconds wait
 
 void StagingPool::Return(size_t index) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     free_.push_back(index);
   }
   available_.notify_one();
 }
 
 void StagingPool::Leak(size_t index) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   regions_[region_of_[index]].leaked = true;
 }
 

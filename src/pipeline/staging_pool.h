@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 #include "device/checked_device.h"
 
@@ -104,15 +105,16 @@ class StagingPool {
   void Grow(size_t have, size_t count);
 
   std::shared_ptr<CheckedDevice> device_;
-  std::vector<Region> regions_;          // guarded by mutex_
-  std::vector<unsigned char*> buffers_;  // reserved up front: never reallocates
-  std::vector<size_t> region_of_;        // buffer index -> region index
-  std::vector<size_t> free_;
-  std::mutex mutex_;
+  Mutex mutex_;
+  std::vector<Region> regions_ HOIST_GUARDED_BY(mutex_);
+  // Reserved up front: never reallocates.
+  std::vector<unsigned char*> buffers_ HOIST_GUARDED_BY(mutex_);
+  std::vector<size_t> region_of_ HOIST_GUARDED_BY(mutex_);  // buffer index -> region index
+  std::vector<size_t> free_ HOIST_GUARDED_BY(mutex_);
   std::condition_variable available_;
   std::condition_variable grown_;
-  bool growing_ = false;      // guarded by mutex_
-  StagingPoolReport report_;  // guarded by mutex_
+  bool growing_ HOIST_GUARDED_BY(mutex_) = false;
+  StagingPoolReport report_ HOIST_GUARDED_BY(mutex_);
   uint64_t buffer_bytes_ = 0;
   size_t planned_buffers_ = 0;
   bool pinned_ = true;

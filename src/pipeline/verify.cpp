@@ -14,6 +14,7 @@
 #include "base/platform.h"
 #include "base/threads.h"
 #include "pipeline/file_checks.h"
+#include "pipeline/job_state.h"
 #include "pipeline/loader.h"
 
 namespace hoist {
@@ -56,32 +57,28 @@ struct VerifyJob {
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::atomic<int64_t> progress_ns{0};
-  std::mutex mutex;  // guards the rest
-  std::condition_variable exited_cv;
-  int running = 0;
-  Status error;
-  std::vector<Mismatch> mismatches;
-  std::vector<Wait> waits;  // per worker: what it waits on now
+  FirstFailure failure{stop};
+  RunningThreads running;  // the workers
+  Mutex mutex;
+  std::vector<Mismatch> mismatches HOIST_GUARDED_BY(mutex);
+  std::vector<Wait> waits HOIST_GUARDED_BY(mutex);  // per worker: what it waits on now
 
   static int64_t Now() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
         .count();
   }
   // A worker starts and ends a wait; each wait that ends is progress.
-  void Begin(size_t worker, Wait::Kind kind, size_t item, uint64_t file_offset) {
-    std::lock_guard<std::mutex> lock(mutex);
+  void Begin(size_t worker, Wait::Kind kind, size_t item, uint64_t file_offset)
+      HOIST_EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     waits[worker] = {kind, item, file_offset, Now()};
   }
-  void End(size_t worker) {
-    std::lock_guard<std::mutex> lock(mutex);
+  void End(size_t worker) HOIST_EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     waits[worker].kind = Wait::kNothing;
     progress_ns.store(Now());
   }
-  void Fail(Status s) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (error.ok()) error = std::move(s);
-    stop.store(true);
-  }
+  void Fail(Status s) { failure.Fail(std::move(s)); }
 };
 
 // Compares piece [off, off + n) of item t (its file bytes from file_begin in from_file) row by
@@ -102,7 +99,7 @@ bool ReportFirstDifference(VerifyJob& job, const Item& t, uint64_t off, uint64_t
     if (std::memcmp(from_file.data() + file_pos, from_device.data() + at, run) != 0) {
       uint64_t i = 0;
       while (from_file[file_pos + i] == from_device[at + i]) ++i;
-      std::lock_guard<std::mutex> lock(job.mutex);
+      MutexLock lock(job.mutex);
       if (job.mismatches.size() < job.max_reported) {
         job.mismatches.push_back({t.name, device_pos + i, file_begin + file_pos + i});
       }
@@ -160,9 +157,7 @@ void Worker(const std::shared_ptr<VerifyJob>& job, size_t worker) {
     const size_t k = job->next.fetch_add(1);
     if (k >= job->items.size() || !CompareItem(*job, worker, k, from_file, from_device)) break;
   }
-  std::lock_guard<std::mutex> lock(job->mutex);
-  --job->running;
-  job->exited_cv.notify_all();
+  job->running.Exited();
 }
 
 }  // namespace
@@ -195,16 +190,16 @@ Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const Loa
 // Up to `threads` workers (at least one, or the error of the first that could not start).
 Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& job, int threads) {
   std::vector<std::thread> pool;
-  job->waits.assign(static_cast<size_t>(std::max(1, threads)), Wait{});
-  for (size_t w = 0; w < job->waits.size(); ++w) {
-    {
-      std::lock_guard<std::mutex> lock(job->mutex);
-      ++job->running;
-    }
+  const auto workers = static_cast<size_t>(std::max(1, threads));
+  {
+    MutexLock lock(job->mutex);
+    job->waits.assign(workers, Wait{});
+  }
+  for (size_t w = 0; w < workers; ++w) {
+    job->running.Add(1);
     auto thread = StartThread("a verify thread", [job, w] { Worker(job, w); });
     if (!thread.ok()) {
-      std::lock_guard<std::mutex> lock(job->mutex);
-      --job->running;
+      job->running.Exited();  // it never ran
       if (pool.empty()) return thread.status();
       break;  // the ones running share the work
     }
@@ -213,8 +208,8 @@ Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& 
   return pool;
 }
 
-// What a stalled verify was waiting on: the wait that began first (job.mutex held).
-std::string StalledAt(const VerifyJob& job) {
+// What a stalled verify was waiting on: the wait that began first.
+std::string StalledAt(const VerifyJob& job) HOIST_REQUIRES(job.mutex) {
   const Wait* oldest = nullptr;
   for (const Wait& w : job.waits) {
     if (w.kind != Wait::kNothing && (oldest == nullptr || w.since_ns < oldest->since_ns)) {
@@ -234,15 +229,13 @@ std::string StalledAt(const VerifyJob& job) {
 // for stall_timeout_s, is what ended the verify.
 Status Watch(VerifyJob& job, double stall_timeout_s) {
   const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(stall_timeout_s * 1e9));
-  std::unique_lock<std::mutex> lock(job.mutex);
-  while (job.running > 0) {
-    job.exited_cv.wait_for(lock, std::chrono::milliseconds(20));
-    if (job.running == 0) break;
+  while (!job.running.WaitForNone(std::chrono::milliseconds(20))) {
     if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) return stop;
     const auto idle = std::chrono::nanoseconds(VerifyJob::Now() - job.progress_ns.load());
     if (idle > timeout) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
+      MutexLock lock(job.mutex);
       return Status::Stalled("verify: no progress for " + std::string(seconds) + ": " +
                              StalledAt(job) + " has not returned");
     }
@@ -257,7 +250,7 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
   job.Fail(ended);
   std::vector<bool> busy(job.devices.size(), false);
   {
-    std::lock_guard<std::mutex> lock(job.mutex);
+    MutexLock lock(job.mutex);
     for (const Wait& w : job.waits) {
       if (w.kind == Wait::kReadBack) busy[job.items[w.item].device] = true;
     }
@@ -265,10 +258,9 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
   for (size_t d = 0; d < job.devices.size(); ++d) {
     if (busy[d] && job.devices[d]->CanAbandon()) (void)job.devices[d]->Abandon();
   }
-  std::unique_lock<std::mutex> lock(job.mutex);
-  job.exited_cv.wait_for(lock, kExitGrace, [&] { return job.running == 0; });
-  if (job.running == 0) return true;
+  if (job.running.WaitForNone(kExitGrace)) return true;
   // A read-back that never returns may still read its device's memory.
+  MutexLock lock(job.mutex);
   for (const Wait& w : job.waits) {
     if (w.kind != Wait::kReadBack) continue;
     const size_t d = job.items[w.item].device;
@@ -292,17 +284,14 @@ Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& mo
                                     "left allocated until the process exits");
   }
   for (std::thread& t : pool) t.join();
-  Status error;
-  {
-    std::lock_guard<std::mutex> lock(job->mutex);
-    error = job->error;
-  }
+  const Status error = job->failure.Get();
   // A file written to while it was compared explains a mismatch or a failed read better than
   // the device or the disk does.
   if (error.ok() || error.code() == Code::kIoError) {
     HOIST_RETURN_IF_ERROR(CheckFilesUnchanged(job->files, "while it was being verified"));
   }
   if (!error.ok()) return error;
+  MutexLock lock(job->mutex);
   return std::move(job->mismatches);
 }
 
