@@ -89,8 +89,18 @@ class LoadSession {
   // the report says so.
   bool ForwardReplicas();
   Status AllocateDestinations();
+  // The rules of which options go together for this load.
+  Status CheckOptions() const;
+  // The chunks, each lane's share of them, and what is hashed and reported per tensor.
+  Status PlanJob();
+  // The plan's figures in the report.
+  void ReportPlan();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
+  // Settles the copies the stopped readers left in flight (`gated`: no reader can start
+  // another): each device stops them, or they complete within the grace, or the device's
+  // memory is left allocated. True when any was.
+  bool SettleCopies(bool gated);
   // The loaded tensors' digests against the checksums their file records.
   Status CheckRecordedChecksums(const std::vector<uint64_t>& digests) const;
   LoadProgress Progress() const {
@@ -300,16 +310,7 @@ Status LoadSession::AllocateDestinations() {
   return Status::Ok();
 }
 
-Status LoadSession::Prepare() {
-  LoadedModel& model = *model_;
-  LoadReport& report = model.report;
-  report.device = JoinNames(devices_);
-  for (const auto& device : devices_) {
-    if (!device->fallback().empty()) report.fallbacks.push_back(device->fallback());
-  }
-  report.io = options_.io;
-  report.warnings = dir_.warnings;
-
+Status LoadSession::CheckOptions() const {
   if (options_.destinations_when_needed && !options_.destination) {
     return Status::InvalidArgument("destinations when needed need a destination callback");
   }
@@ -325,6 +326,19 @@ Status LoadSession::Prepare() {
         "read groups are given for " + std::to_string(read_.read_groups.size()) +
         " tensors; the model has " + std::to_string(dir_.tensors.size()));
   }
+  return Status::Ok();
+}
+
+Status LoadSession::Prepare() {
+  LoadedModel& model = *model_;
+  LoadReport& report = model.report;
+  report.device = JoinNames(devices_);
+  for (const auto& device : devices_) {
+    if (!device->fallback().empty()) report.fallbacks.push_back(device->fallback());
+  }
+  report.io = options_.io;
+  report.warnings = dir_.warnings;
+  HOIST_RETURN_IF_ERROR(CheckOptions());
   job_->dir = &dir_;
   HOIST_ASSIGN_OR_RETURN(selected_, SelectTensors(dir_, options_.names));
   if (devices_.size() > 1 || !placement_.empty()) model.SetPlacement(placement_);
@@ -336,7 +350,7 @@ Status LoadSession::Prepare() {
   for (const auto& d : devices_) {
     read_.staging_domain.push_back(static_cast<uint32_t>(d->capabilities().staging_domain));
   }
-  double plan_s = Seconds(start_);
+  const double plan_s = Seconds(start_);
 
   const Clock::time_point allocate_start = Clock::now();
   HOIST_RETURN_IF_ERROR(OpenFiles());
@@ -351,6 +365,13 @@ Status LoadSession::Prepare() {
   report.phases.allocate = Seconds(allocate_start);
 
   const Clock::time_point plan_start = Clock::now();
+  HOIST_RETURN_IF_ERROR(PlanJob());
+  report.phases.plan = plan_s + Seconds(plan_start);
+  ReportPlan();
+  return Status::Ok();
+}
+
+Status LoadSession::PlanJob() {
   HOIST_ASSIGN_OR_RETURN(job_->plan, PlanChunks(dir_, layout_, read_, chunk_bytes_));
   const LoadPlan& plan = job_->plan;
   for (size_t d = 0; d < job_->lanes.size(); ++d) {
@@ -377,8 +398,12 @@ Status LoadSession::Prepare() {
     job_->unlanded = std::vector<std::atomic<uint64_t>>(dir_.tensors.size());
     for (uint32_t i : plan.tensors) job_->unlanded[i].store(dir_.tensors[i].nbytes);
   }
-  plan_s += Seconds(plan_start);
-  report.phases.plan = plan_s;
+  return Status::Ok();
+}
+
+void LoadSession::ReportPlan() {
+  const LoadPlan& plan = job_->plan;
+  LoadReport& report = model_->report;
   report.tensor_bytes = plan.tensor_bytes;
   report.read_bytes = plan.read_bytes;
   report.tensors = plan.tensors.size();
@@ -389,7 +414,6 @@ Status LoadSession::Prepare() {
   }
   for (uint32_t i : plan.tensors) ++report.devices[plan.device_of[i]].tensors;
   report.chunk_bytes = chunk_bytes_;
-  return Status::Ok();
 }
 
 void LoadSession::Stream() {
@@ -487,6 +511,28 @@ Status LoadSession::StopAndSettle() {
     status = Status::Internal("load ended with " + std::to_string(job.chunks_done.load()) + " of " +
                               std::to_string(job.plan.chunks.size()) + " chunks done");
   }
+  if (SettleCopies(gated)) {
+    status = status.WithContext(
+        job.external
+            ? "a copy or a read into the caller's destinations did not stop: they may still be "
+              "written, so they must stay allocated until the process exits"
+            : "a copy to the device or a read into its memory did not stop; its memory is left "
+              "allocated until the process exits");
+  }
+  // Bytes read through a file that was written to meanwhile may mix two versions of it; and
+  // a read that failed (a file truncated under the load) is explained by the change.
+  if (status.ok() || status.code() == Code::kIoError) {
+    if (Status changed = CheckFilesUnchanged(
+            job.files, "while it was being loaded; the loaded tensors may mix old and new bytes");
+        !changed.ok()) {
+      status = changed;
+    }
+  }
+  return status;
+}
+
+bool LoadSession::SettleCopies(bool gated) {
+  LoadJob& job = *job_;
   // Copies still in flight may read staging buffers and write destinations: give them a last
   // chance to complete, then stop each device or, if one cannot promise to stop, leave its
   // memory allocated rather than free it under them.
@@ -496,12 +542,14 @@ Status LoadSession::StopAndSettle() {
   auto touches = [&](const InFlight& e, size_t d) -> bool {  // not a proxy into a temporary
     return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
   };
+  auto any_touches = [&](size_t d) {
+    return std::any_of(orphans.begin(), orphans.end(),
+                       [&](const auto& e) { return touches(*e, d); });
+  };
   std::vector<bool> abandoned(job.lanes.size(), false);
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     CheckedDevice& device = *job.lanes[d]->device;
-    const bool has =
-        std::any_of(orphans.begin(), orphans.end(), [&](const auto& e) { return touches(*e, d); });
-    if (has && device.CanAbandon() && device.Abandon()) abandoned[d] = true;
+    if (any_touches(d) && device.CanAbandon() && device.Abandon()) abandoned[d] = true;
   }
   std::erase_if(orphans, [&](const auto& e) {
     for (size_t d = 0; d < job.lanes.size(); ++d) {
@@ -520,8 +568,7 @@ Status LoadSession::StopAndSettle() {
   bool leaked = false;
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     const bool unsettled =
-        std::any_of(orphans.begin(), orphans.end(),
-                    [&](const auto& e) { return touches(*e, d); }) ||
+        any_touches(d) ||
         (!all_exited_ && (job.lanes[d]->readers > 0 || !job.plan.read_groups.empty())) || !gated;
     if (!unsettled) continue;
     CheckedDevice& device = *job.lanes[d]->device;
@@ -534,25 +581,7 @@ Status LoadSession::StopAndSettle() {
       leaked = true;
     }
   }
-  orphans.clear();
-  if (leaked) {
-    status = status.WithContext(
-        job.external
-            ? "a copy or a read into the caller's destinations did not stop: they may still be "
-              "written, so they must stay allocated until the process exits"
-            : "a copy to the device or a read into its memory did not stop; its memory is left "
-              "allocated until the process exits");
-  }
-  // Bytes read through a file that was written to meanwhile may mix two versions of it; and
-  // a read that failed (a file truncated under the load) is explained by the change.
-  if (status.ok() || status.code() == Code::kIoError) {
-    if (Status changed = CheckFilesUnchanged(
-            job.files, "while it was being loaded; the loaded tensors may mix old and new bytes");
-        !changed.ok()) {
-      status = changed;
-    }
-  }
-  return status;
+  return leaked;
 }
 
 Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
