@@ -218,20 +218,9 @@ void MeasureRemoteSource(Doctor& doctor, Storage& storage, const std::vector<std
                   MeasureParallelRead(storage, paths, threads, 4 * kMiB, false, kGiB));
 }
 
-int RunDoctor(const DoctorFlags& f) {
-  InstallStopSignalHandlers();
-  Doctor doctor;
-  auto device = OpenDevice(f.device);
-  if (!device.ok()) {
-    return ReportFailure(device.status());
-  }
-  CheckedDevice& dev = **device;
+// The build, the machine and its devices, and the backends that cannot run here.
+std::string DescribeMachine(Doctor& doctor, CheckedDevice& dev) {
   const DeviceInfo info = dev.Info();
-  const bool gpu = info.kind == DeviceKind::kGpu;
-  std::string header = BuildDescription() + "\nmachine: " + std::to_string(CpuCount()) + " CPUs, " +
-                       FormatBytes(PhysicalMemoryBytes()) + " memory (" +
-                       FormatBytes(AvailableMemoryBytes()) + " available); device " + info.name +
-                       ": " + info.description;
   doctor.Fact("hoist_version", Version());
   doctor.Fact("build_type", BuildType());
   doctor.Fact("gpu_backend", GpuBackend());
@@ -245,25 +234,15 @@ int RunDoctor(const DoctorFlags& f) {
     if (!why.empty()) doctor.Unusable(why);
   }
   if (!dev.fallback().empty()) doctor.Trap(dev.fallback());
+  return BuildDescription() + "\nmachine: " + std::to_string(CpuCount()) + " CPUs, " +
+         FormatBytes(PhysicalMemoryBytes()) + " memory (" + FormatBytes(AvailableMemoryBytes()) +
+         " available); device " + info.name + ": " + info.description;
+}
 
-  // Storage, from the model's own files.
-  std::vector<std::string> paths;
-  if (!f.path.empty()) {
-    auto dir = ReadModelDirectory(f.path);
-    if (!dir.ok()) {
-      return ReportFailure(dir.status());
-    }
-    for (const FileEntry& file : dir->files) paths.push_back(file.path);
-    if (IsHttpUrl(paths[0])) {
-      MeasureRemoteSource(doctor, dir->source(), paths, RedactUrl(f.path), &header);
-    } else {
-      MeasureLocalStorage(doctor, dir->source(), paths, RedactUrl(f.path), &header);
-    }
-  } else {
-    header += "\nmodel: none given (hoist doctor PATH also measures the storage that holds it)";
-  }
-
-  // The device's copy engine (host and sim copy with the CPU: smaller totals do).
+// The device's copy engine (host and sim copy with the CPU: smaller totals do); returns the
+// pinned copy rates of 64 MiB and 1 MiB copies, which the chunk size's reason cites.
+std::pair<Result<Throughput>, Result<Throughput>> MeasureCopies(Doctor& doctor, CheckedDevice& dev,
+                                                                bool gpu, double stall_timeout_s) {
   const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
   // Only memory the device pins is worth timing: the host's "pinned" buffers are plain
   // allocations, whose untouched pages cost nothing (it once printed 1394 GB/s).
@@ -272,26 +251,28 @@ int RunDoctor(const DoctorFlags& f) {
                       ? MeasurePinnedAllocation(dev, 64 * kMiB, 8)
                       : Result<Throughput>(Status::Unavailable(
                             dev.name() + " stages in ordinary memory: nothing is pinned")));
-  const Result<Throughput> h2d_large =
-      MeasureHostToDevice(dev, 64 * kMiB, total, true, f.stall_timeout_s);
-  const Result<Throughput> h2d_small =
-      MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, f.stall_timeout_s);
+  Result<Throughput> h2d_large = MeasureHostToDevice(dev, 64 * kMiB, total, true, stall_timeout_s);
+  Result<Throughput> h2d_small =
+      MeasureHostToDevice(dev, 1 * kMiB, total / 4, true, stall_timeout_s);
   doctor.Measured("h2d_pinned_64mib_gbps", "host-to-device, pinned 64 MiB copies", h2d_large);
   doctor.Measured("h2d_pinned_1mib_gbps", "host-to-device, pinned 1 MiB copies", h2d_small);
   doctor.Measured("h2d_pageable_64mib_gbps", "host-to-device, pageable 64 MiB",
-                  MeasureHostToDevice(dev, 64 * kMiB, total / 4, false, f.stall_timeout_s));
+                  MeasureHostToDevice(dev, 64 * kMiB, total / 4, false, stall_timeout_s));
   doctor.Measured("d2h_pinned_64mib_gbps", "device-to-host, pinned 64 MiB copies",
                   MeasureDeviceToHost(dev, 64 * kMiB, total / 4, true));
   doctor.Measured("d2h_pageable_64mib_gbps", "device-to-host, pageable 64 MiB",
                   MeasureDeviceToHost(dev, 64 * kMiB, total / 4, false));
+  return {std::move(h2d_large), std::move(h2d_small)};
+}
 
-  const int threads = DefaultReaderThreads();
-  const uint64_t staging = DefaultStagingBytes(threads, kDefaultChunkBytes);
+// The traps of this machine's limits and backend.
+void FindTraps(Doctor& doctor, const DeviceInfo& info, bool gpu, std::string* header) {
+  const uint64_t staging = DefaultStagingBytes(DefaultReaderThreads(), kDefaultChunkBytes);
   const uint64_t memlock = MemlockLimitBytes();
   doctor.Fact("memlock_limit_bytes",
               memlock == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(memlock));
-  header += "\nmemlock limit: " +
-            (memlock == UINT64_MAX ? std::string("unlimited") : FormatBytes(memlock));
+  *header += "\nmemlock limit: " +
+             (memlock == UINT64_MAX ? std::string("unlimited") : FormatBytes(memlock));
   if (gpu && memlock != UINT64_MAX && memlock < staging) {
     doctor.Trap(
         "the memlock limit (" + FormatBytes(memlock) + ") is below the " + FormatBytes(staging) +
@@ -305,14 +286,20 @@ int RunDoctor(const DoctorFlags& f) {
         "from signalling completion (the ~30 GiB mmap hang); hoist only ever copies from its "
         "pinned staging buffers, or, with no pinned memory, in pieces of at most 512 KiB");
   }
+}
 
+// The defaults a load takes here, each with its reason.
+void ExplainSettings(Doctor& doctor, CheckedDevice& dev, bool gpu,
+                     const std::pair<Result<Throughput>, Result<Throughput>>& h2d) {
+  const int threads = DefaultReaderThreads();
+  const uint64_t staging = DefaultStagingBytes(threads, kDefaultChunkBytes);
   doctor.Setting(
       "threads", threads, "threads", std::to_string(threads),
       "3/4 of the " + std::to_string(CpuCount()) +
           " CPUs, between 2 and 12: enough reads in "
           "flight to fill the page cache's and NVMe's parallelism, leaving cores for the copies");
   doctor.Setting("chunk_bytes", kDefaultChunkBytes, "chunk", FormatBytes(kDefaultChunkBytes),
-                 ChunkReason(h2d_small, h2d_large));
+                 ChunkReason(h2d.second, h2d.first));
   doctor.Setting("staging_bytes", staging, "staging", FormatBytes(staging),
                  "two pinned buffers per reader, one being read into while the other is copied; "
                  "4 allocated before streaming and the rest in the background; peak host "
@@ -323,6 +310,38 @@ int RunDoctor(const DoctorFlags& f) {
       gpu ? "copy streams, completion polled with events" : "copy workers of this backend");
   doctor.Setting("io", "buffered", "io", "buffered",
                  "page cache; `--io direct` for cold loads where the file system allows");
+}
+
+int RunDoctor(const DoctorFlags& f) {
+  InstallStopSignalHandlers();
+  Doctor doctor;
+  auto device = OpenDevice(f.device);
+  if (!device.ok()) {
+    return ReportFailure(device.status());
+  }
+  CheckedDevice& dev = **device;
+  const DeviceInfo info = dev.Info();
+  const bool gpu = info.kind == DeviceKind::kGpu;
+  std::string header = DescribeMachine(doctor, dev);
+  // Storage, from the model's own files.
+  if (!f.path.empty()) {
+    auto dir = ReadModelDirectory(f.path);
+    if (!dir.ok()) {
+      return ReportFailure(dir.status());
+    }
+    std::vector<std::string> paths;
+    for (const FileEntry& file : dir->files) paths.push_back(file.path);
+    if (IsHttpUrl(paths[0])) {
+      MeasureRemoteSource(doctor, dir->source(), paths, RedactUrl(f.path), &header);
+    } else {
+      MeasureLocalStorage(doctor, dir->source(), paths, RedactUrl(f.path), &header);
+    }
+  } else {
+    header += "\nmodel: none given (hoist doctor PATH also measures the storage that holds it)";
+  }
+  const auto h2d = MeasureCopies(doctor, dev, gpu, f.stall_timeout_s);
+  FindTraps(doctor, info, gpu, &header);
+  ExplainSettings(doctor, dev, gpu, h2d);
   // stdout holds one document: the table, or (--json) the JSON alone.
   if (f.json) {
     std::cout << doctor.json().dump(2) << "\n";

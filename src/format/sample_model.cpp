@@ -180,9 +180,9 @@ void FillSample(const SampleSpec& spec, size_t tensor, const std::string& dtype,
   }
 }
 
-}  // namespace
-
-Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSpec& spec) {
+// The spec's own rules, and room for it where it goes (refused up front rather than after
+// filling the disk).
+Status CheckSampleSpec(const std::string& path, const SampleSpec& spec) {
   if (spec.format != "gguf" && spec.format != "safetensors") {
     return Status::InvalidArgument("unknown sample format '" + spec.format + "'");
   }
@@ -201,13 +201,63 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return Status::IoError(parent.string() + ": cannot create directory: " + ec.message());
-  // Refused up front rather than after filling the disk.
   const std::filesystem::space_info space =
       std::filesystem::space(parent.empty() ? std::filesystem::path(".") : parent, ec);
   if (!ec && space.available < spec.target_bytes) {
     return Status::IoError(path + ": a sample of " + FormatBytes(spec.target_bytes) +
                            " does not fit in the " + FormatBytes(space.available) + " free there");
   }
+  return Status::Ok();
+}
+
+// Shard `s` of `shards` (tensors [first, end) of the layout) written to `file`; a safetensors
+// shard's tensors are named in weight_map.
+Result<TensorDirectory> WriteSampleShard(const std::string& file, const SampleSpec& spec,
+                                         const std::vector<SampleTensor>& layout, int s, int shards,
+                                         size_t first, size_t end, nlohmann::json& weight_map) {
+  auto fill = [&](size_t tensor, uint64_t offset, std::span<unsigned char> out) {
+    FillSample(spec, first + tensor, layout[first + tensor].dtype, offset, out);
+    return true;
+  };
+  if (spec.format == "gguf") {
+    std::vector<MetadataEntry> meta = {
+        {"general.architecture", "STRING", "", 1, "llama"},
+        {"general.name", "STRING", "", 1, "hoist sample"},
+    };
+    if (shards > 1) {
+      meta.push_back({"split.no", "UINT16", "", 1, s});
+      meta.push_back({"split.count", "UINT16", "", 1, shards});
+      meta.push_back({"split.tensors.count", "INT32", "", 1, layout.size()});
+    }
+    std::vector<GgufTensorSpec> specs;
+    for (size_t i = first; i < end; ++i) {
+      specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape, 0});
+    }
+    return WriteGguf(file, meta, specs, fill);
+  }
+  std::vector<SafetensorsTensorSpec> specs;
+  for (size_t i = first; i < end; ++i) {
+    specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape});
+    weight_map[layout[i].name] = std::filesystem::path(file).filename().string();
+  }
+  return WriteSafetensors(file, {{"format", "pt"}}, specs, fill);
+}
+
+// A sharded safetensors sample's index at `path`.
+Status WriteSampleIndex(const std::string& path, const TensorDirectory& whole,
+                        const nlohmann::json& weight_map) {
+  nlohmann::json index = {{"metadata", {{"total_size", whole.total_bytes()}}},
+                          {"weight_map", weight_map}};
+  const std::string text = index.dump(2);
+  HOIST_ASSIGN_OR_RETURN(auto out, CreateWritableFile(path));
+  HOIST_RETURN_IF_ERROR(out->WriteAt(0, text.data(), text.size()));
+  return out->Close();
+}
+
+}  // namespace
+
+Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSpec& spec) {
+  HOIST_RETURN_IF_ERROR(CheckSampleSpec(path, spec));
   const std::vector<SampleTensor> layout = Layout(spec);
   const int shards = std::min<int>(spec.shards, static_cast<int>(layout.size()));
   TensorDirectory whole;
@@ -216,56 +266,23 @@ Result<TensorDirectory> WriteSampleModel(const std::string& path, const SampleSp
   size_t next = 0;
   for (int s = 0; s < shards; ++s) {
     const size_t end = layout.size() * (s + 1) / shards;
-    const size_t first = next;
     const std::string file = shards == 1 ? path : ShardPath(path, spec, s);
-    auto fill = [&](size_t tensor, uint64_t offset, std::span<unsigned char> out) {
-      FillSample(spec, first + tensor, layout[first + tensor].dtype, offset, out);
-      return true;
-    };
-    Result<TensorDirectory> part = Status::Internal("unset");
-    if (spec.format == "gguf") {
-      std::vector<MetadataEntry> meta = {
-          {"general.architecture", "STRING", "", 1, "llama"},
-          {"general.name", "STRING", "", 1, "hoist sample"},
-      };
-      if (shards > 1) {
-        meta.push_back({"split.no", "UINT16", "", 1, s});
-        meta.push_back({"split.count", "UINT16", "", 1, shards});
-        meta.push_back({"split.tensors.count", "INT32", "", 1, layout.size()});
-      }
-      std::vector<GgufTensorSpec> specs;
-      for (size_t i = first; i < end; ++i)
-        specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape, 0});
-      part = WriteGguf(file, meta, specs, fill);
-    } else {
-      std::vector<SafetensorsTensorSpec> specs;
-      for (size_t i = first; i < end; ++i)
-        specs.push_back({layout[i].name, layout[i].dtype, layout[i].shape});
-      part = WriteSafetensors(file, {{"format", "pt"}}, specs, fill);
-      for (size_t i = first; i < end; ++i) {
-        weight_map[layout[i].name] = std::filesystem::path(file).filename().string();
-      }
-    }
-    if (!part.ok()) return part.status();
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part,
+                           WriteSampleShard(file, spec, layout, s, shards, next, end, weight_map));
     const auto base = static_cast<uint32_t>(whole.files.size());
-    whole.files.push_back(part->files[0]);
+    whole.files.push_back(part.files[0]);
     if (s == 0) {
-      whole.metadata = part->metadata;
-      whole.version = part->version;
+      whole.metadata = part.metadata;
+      whole.version = part.version;
     }
-    for (TensorEntry& t : part->tensors) {
+    for (TensorEntry& t : part.tensors) {
       t.file += base;
       whole.tensors.push_back(std::move(t));
     }
     next = end;
   }
   if (spec.format == "safetensors" && shards > 1) {
-    nlohmann::json index = {{"metadata", {{"total_size", whole.total_bytes()}}},
-                            {"weight_map", weight_map}};
-    const std::string text = index.dump(2);
-    HOIST_ASSIGN_OR_RETURN(auto out, CreateWritableFile(path));
-    HOIST_RETURN_IF_ERROR(out->WriteAt(0, text.data(), text.size()));
-    HOIST_RETURN_IF_ERROR(out->Close());
+    HOIST_RETURN_IF_ERROR(WriteSampleIndex(path, whole, weight_map));
   }
   whole.IndexNames();
   return whole;

@@ -279,7 +279,11 @@ namespace {
 
 constexpr int kLanes = 8;
 
+// One function on purpose, past the length and complexity limits: split into a batch set-up,
+// a code reader and a value joiner (always inlined, the batch's state copied into locals), it
+// decoded 5-15% slower on this machine's GCC 12 -O2 (128 MiB of BF16, alternated runs).
 template <int W>
+// NOLINTNEXTLINE(readability-function-size,readability-function-cognitive-complexity)
 Status DecodeGroupsOf(const ExponentView& v, std::span<const uint16_t> table, uint64_t first,
                       uint64_t last, uint8_t* out, const std::string& what) {
   const int shift = v.split.shift;
