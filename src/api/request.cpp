@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "format/model.h"
+#include "io/http_storage.h"
 #include "plan/placement/fit.h"
 #include "plan/placement/tensor.h"
 
@@ -285,6 +286,48 @@ Result<std::vector<Mismatch>> Verify(CompletedLoad& loaded, int threads, size_t 
     return Status::InvalidArgument("a load of regions is checked against its own bytes only");
   }
   return Verify(loaded.directory(), loaded.model(), threads, max_reported, stall_timeout_s);
+}
+
+namespace {
+
+// The tensors of the model at `path` that the loaded ones are compared with, in their order.
+Result<TensorDirectory> ReferenceFor(const TensorDirectory& loaded, const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(TensorDirectory original, ReadModelDirectory(path));
+  const std::string named = RedactUrl(path);  // a URL's password never reaches a message
+  if (original.tensors.size() != loaded.tensors.size()) {
+    return Status::InvalidArgument(named + " has " + std::to_string(original.tensors.size()) +
+                                   " tensors; the model has " +
+                                   std::to_string(loaded.tensors.size()));
+  }
+  TensorDirectory reference;
+  reference.format = original.format;
+  reference.files = original.files;
+  reference.storage = original.storage;
+  for (const TensorEntry& t : loaded.tensors) {
+    const TensorEntry* o = original.Find(t.name);
+    if (o == nullptr) return Status::InvalidArgument(named + " has no tensor " + t.name);
+    if (o->dtype != t.dtype || o->shape != t.shape || o->nbytes != t.nbytes) {
+      return Status::InvalidArgument(named + ": tensor " + t.name + " is " + o->dtype + " of " +
+                                     std::to_string(o->nbytes) + " bytes there, " + t.dtype +
+                                     " of " + std::to_string(t.nbytes) + " bytes in the model");
+    }
+    reference.tensors.push_back(*o);
+  }
+  reference.IndexNames();
+  return reference;
+}
+
+}  // namespace
+
+Result<std::vector<Mismatch>> VerifyAgainst(CompletedLoad& loaded, const std::string& original,
+                                            int threads, size_t max_reported,
+                                            double stall_timeout_s) {
+  if (!loaded.verifiable()) {
+    return Status::InvalidArgument("a load of regions is checked against its own bytes only");
+  }
+  HOIST_ASSIGN_OR_RETURN(const TensorDirectory reference,
+                         ReferenceFor(loaded.directory(), original));
+  return Verify(reference, loaded.model(), threads, max_reported, stall_timeout_s);
 }
 
 }  // namespace hoist

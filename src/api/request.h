@@ -138,5 +138,12 @@ Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
 // kInvalidArgument for a load that is not verifiable().
 Result<std::vector<Mismatch>> Verify(CompletedLoad& loaded, int threads, size_t max_reported,
                                      double stall_timeout_s);
+// Compares every loaded tensor with the tensor of the same name of the model at `original`
+// (the original of a packed or converted copy), which must hold every one of them with the same
+// dtype, shape and size; kInvalidArgument naming the first that differs, or for a load that is
+// not verifiable().
+Result<std::vector<Mismatch>> VerifyAgainst(CompletedLoad& loaded, const std::string& original,
+                                            int threads, size_t max_reported,
+                                            double stall_timeout_s);
 
 }  // namespace hoist

@@ -166,29 +166,68 @@ Runner RegisterLoad(CLI::App& app) {
 // The reference `verify --against` compares with: tensor i is the original's tensor of the same
 // name as the loaded directory's tensor i, which must have its dtype, shape and size. A tensor
 // either lacks is an invalid argument naming it.
-Result<TensorDirectory> ReferenceFor(const TensorDirectory& loaded, const std::string& path) {
-  HOIST_ASSIGN_OR_RETURN(TensorDirectory original, ReadModelDirectory(path));
-  if (original.tensors.size() != loaded.tensors.size()) {
-    return Status::InvalidArgument(path + " has " + std::to_string(original.tensors.size()) +
-                                   " tensors; the model has " +
-                                   std::to_string(loaded.tensors.size()));
-  }
-  TensorDirectory reference;
-  reference.format = original.format;
-  reference.files = original.files;
-  reference.storage = original.storage;
-  for (const TensorEntry& t : loaded.tensors) {
-    const TensorEntry* o = original.Find(t.name);
-    if (o == nullptr) return Status::InvalidArgument(path + " has no tensor " + t.name);
-    if (o->dtype != t.dtype || o->shape != t.shape || o->nbytes != t.nbytes) {
-      return Status::InvalidArgument(path + ": tensor " + t.name + " is " + o->dtype + " of " +
-                                     std::to_string(o->nbytes) + " bytes there, " + t.dtype +
-                                     " of " + std::to_string(t.nbytes) + " bytes in the model");
+// verify's output: the mismatches listed (exit 5), or the summary and one line saying every
+// tensor matched; `against` as RunVerify's.
+int ReportVerify(const LoadFlags& flags, const CompletedLoad& loaded,
+                 const std::vector<Mismatch>& mismatches, double seconds,
+                 const std::string& against) {
+  const TensorDirectory& dir = loaded.directory();
+  const LoadedModel& model = loaded.model();
+  const LoadReport& r = model.report;
+  if (flags.json) {
+    nlohmann::ordered_json j = SummaryJson(dir, model, flags.path);
+    j["verified"] = mismatches.empty();
+    j["verify_s"] = seconds;
+    j["mismatches"] = nlohmann::ordered_json::array();
+    for (const Mismatch& m : mismatches) {
+      j["mismatches"].push_back({{"tensor", m.tensor},
+                                 {"tensor_offset", m.tensor_offset},
+                                 {"file_offset", m.file_offset}});
     }
-    reference.tensors.push_back(*o);
+    std::cout << DumpJson(j) << "\n";
   }
-  reference.IndexNames();
-  return reference;
+  if (!mismatches.empty()) {
+    const std::string compared_with = RedactUrl(against.empty() ? flags.path : against);
+    std::fprintf(stderr, "hoist: verify failed: %zu or more tensors on %s differ from %s:\n",
+                 mismatches.size(), r.device.c_str(), compared_with.c_str());
+    for (const Mismatch& m : mismatches) {
+      std::fprintf(stderr, "  %s: first difference at byte %llu of the tensor (file byte %llu)\n",
+                   m.tensor.c_str(), static_cast<unsigned long long>(m.tensor_offset),
+                   static_cast<unsigned long long>(m.file_offset));
+    }
+    return kExitVerifyMismatch;
+  }
+  if (!flags.json) {
+    PrintSummary(dir, model, flags.path);
+    std::printf("verified %zu tensors (%s) on %s byte for byte against %s in %.3f s: all match\n",
+                r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(),
+                against.empty() ? "the file" : RedactUrl(against).c_str(), seconds);
+  }
+  return kExitOk;
+}
+
+// hoist verify: loads, then compares every tensor with the file, or with `against`'s tensors
+// of the same names.
+int RunVerify(const LoadFlags& flags, const std::string& against) {
+  TensorDirectory model_dir;
+  std::optional<CompletedLoad> loaded;
+  if (int code = OpenAndLoad(flags, &model_dir, &loaded); code >= 0) return code;
+  const std::string compared_with = against.empty() ? "the file" : RedactUrl(against);
+  if (!flags.quiet) {
+    std::fprintf(stderr, "hoist: verifying %zu tensors against %s\n",
+                 loaded->model().report.tensors, compared_with.c_str());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  constexpr size_t kListed = 10;
+  const int threads = loaded->model().report.threads;
+  auto mismatches =
+      against.empty()
+          ? Verify(*loaded, threads, kListed, flags.settings.stall_timeout_s)
+          : VerifyAgainst(*loaded, against, threads, kListed, flags.settings.stall_timeout_s);
+  if (!mismatches.ok()) return ReportOrExitNow(mismatches.status());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ReportVerify(flags, *loaded, *mismatches, seconds, against);
 }
 
 Runner RegisterVerify(CLI::App& app) {
@@ -202,67 +241,7 @@ Runner RegisterVerify(CLI::App& app) {
                   "compare with this model's tensors of the same names (the original of a "
                   "packed or converted copy) instead of the loaded file's")
       ->type_name("ORIGINAL");
-  return [flags, against]() -> int {
-    TensorDirectory model_dir;
-    std::optional<CompletedLoad> loaded;
-    if (int code = OpenAndLoad(*flags, &model_dir, &loaded); code >= 0) return code;
-    const TensorDirectory& dir = loaded->directory();
-    LoadedModel* model = &loaded->model();
-    std::optional<TensorDirectory> reference;
-    if (!against->empty()) {
-      if (!loaded->verifiable()) {
-        return ReportOrExitNow(
-            Status::InvalidArgument("a load of regions is checked against its own bytes only"));
-      }
-      auto made = ReferenceFor(dir, *against);
-      if (!made.ok()) return ReportOrExitNow(made.status());
-      reference = std::move(made).value();
-    }
-    const std::string compared_with = RedactUrl(against->empty() ? flags->path : *against);
-    if (!flags->quiet) {
-      std::fprintf(stderr, "hoist: verifying %zu tensors against %s\n", model->report.tensors,
-                   against->empty() ? "the file" : RedactUrl(*against).c_str());
-    }
-    const auto start = std::chrono::steady_clock::now();
-    constexpr size_t kListed = 10;
-    auto mismatches = reference ? Verify(*reference, *model, model->report.threads, kListed,
-                                         flags->settings.stall_timeout_s)
-                                : Verify(*loaded, model->report.threads, kListed,
-                                         flags->settings.stall_timeout_s);
-    if (!mismatches.ok()) return ReportOrExitNow(mismatches.status());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const LoadReport& r = model->report;
-    if (flags->json) {
-      nlohmann::ordered_json j = SummaryJson(dir, *model, flags->path);
-      j["verified"] = mismatches->empty();
-      j["verify_s"] = seconds;
-      j["mismatches"] = nlohmann::ordered_json::array();
-      for (const Mismatch& m : *mismatches) {
-        j["mismatches"].push_back({{"tensor", m.tensor},
-                                   {"tensor_offset", m.tensor_offset},
-                                   {"file_offset", m.file_offset}});
-      }
-      std::cout << DumpJson(j) << "\n";
-    }
-    if (!mismatches->empty()) {
-      std::fprintf(stderr, "hoist: verify failed: %zu or more tensors on %s differ from %s:\n",
-                   mismatches->size(), r.device.c_str(), compared_with.c_str());
-      for (const Mismatch& m : *mismatches) {
-        std::fprintf(stderr, "  %s: first difference at byte %llu of the tensor (file byte %llu)\n",
-                     m.tensor.c_str(), static_cast<unsigned long long>(m.tensor_offset),
-                     static_cast<unsigned long long>(m.file_offset));
-      }
-      return kExitVerifyMismatch;
-    }
-    if (!flags->json) {
-      PrintSummary(dir, *model, flags->path);
-      std::printf("verified %zu tensors (%s) on %s byte for byte against %s in %.3f s: all match\n",
-                  r.tensors, FormatBytes(r.tensor_bytes).c_str(), r.device.c_str(),
-                  against->empty() ? "the file" : against->c_str(), seconds);
-    }
-    return kExitOk;
-  };
+  return [flags, against]() -> int { return RunVerify(*flags, *against); };
 }
 
 }  // namespace hoist::cli

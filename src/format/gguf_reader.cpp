@@ -125,6 +125,46 @@ class GgufParser {
     return Status::Ok();
   }
 
+  Status ReadBool(nlohmann::json* out) {
+    const uint64_t at = in_.position();
+    uint8_t v = 0;
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&v, "a metadata value"));
+    if (v > 1) return in_.Invalid(at, "boolean value " + std::to_string(v) + " is not 0 or 1");
+    *out = v != 0;
+    return Status::Ok();
+  }
+
+  // An array at nesting `depth`: its element type and length, checked against the bytes left,
+  // then its elements.
+  Status ReadArray(int depth, nlohmann::json* out, std::string* element_type, uint64_t* count) {
+    const uint64_t at = in_.position();
+    if (depth >= kGgufMaxArrayNesting) {
+      return in_.Invalid(
+          at, "arrays nested deeper than " + std::to_string(kGgufMaxArrayNesting) + " levels");
+    }
+    uint32_t elem = 0;
+    uint64_t n = 0;
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&elem, "an array's element type"));
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&n, "an array's length"));
+    const uint64_t min_bytes = MinValueBytes(elem);
+    if (min_bytes == 0) {
+      return in_.Invalid(at, "unknown array element type " + std::to_string(elem));
+    }
+    if (n > in_.remaining() / min_bytes) {
+      return in_.Invalid(at + 4, "array length " + std::to_string(n) + " cannot fit in the " +
+                                     std::to_string(in_.remaining()) + " bytes left in the file");
+    }
+    if (element_type != nullptr) *element_type = ValueTypeName(elem);
+    if (count != nullptr) *count = n;
+    *out = nlohmann::json::array();
+    for (uint64_t i = 0; i < n; ++i) {
+      nlohmann::json item;
+      HOIST_RETURN_IF_ERROR(ReadValue(elem, depth + 1, &item, nullptr, nullptr));
+      out->push_back(std::move(item));
+    }
+    return Status::Ok();
+  }
+
   // Reads one value of `type`; arrays recurse up to kGgufMaxArrayNesting levels.
   Status ReadValue(uint32_t type, int depth, nlohmann::json* out, std::string* element_type,
                    uint64_t* count) {
@@ -149,49 +189,16 @@ class GgufParser {
         return ReadNumber<int64_t>(out);
       case GgufValueType::kFloat64:
         return ReadNumber<double>(out);
-      case GgufValueType::kBool: {
-        const uint64_t at = in_.position();
-        uint8_t v = 0;
-        HOIST_RETURN_IF_ERROR(in_.ReadScalar(&v, "a metadata value"));
-        if (v > 1) return in_.Invalid(at, "boolean value " + std::to_string(v) + " is not 0 or 1");
-        *out = v != 0;
-        return Status::Ok();
-      }
+      case GgufValueType::kBool:
+        return ReadBool(out);
       case GgufValueType::kString: {
         std::string s;
         HOIST_RETURN_IF_ERROR(ReadString(&s, "a string value"));
         *out = std::move(s);
         return Status::Ok();
       }
-      case GgufValueType::kArray: {
-        const uint64_t at = in_.position();
-        if (depth >= kGgufMaxArrayNesting) {
-          return in_.Invalid(
-              at, "arrays nested deeper than " + std::to_string(kGgufMaxArrayNesting) + " levels");
-        }
-        uint32_t elem = 0;
-        uint64_t n = 0;
-        HOIST_RETURN_IF_ERROR(in_.ReadScalar(&elem, "an array's element type"));
-        HOIST_RETURN_IF_ERROR(in_.ReadScalar(&n, "an array's length"));
-        const uint64_t min_bytes = MinValueBytes(elem);
-        if (min_bytes == 0) {
-          return in_.Invalid(at, "unknown array element type " + std::to_string(elem));
-        }
-        if (n > in_.remaining() / min_bytes) {
-          return in_.Invalid(at + 4, "array length " + std::to_string(n) + " cannot fit in the " +
-                                         std::to_string(in_.remaining()) +
-                                         " bytes left in the file");
-        }
-        if (element_type != nullptr) *element_type = ValueTypeName(elem);
-        if (count != nullptr) *count = n;
-        *out = nlohmann::json::array();
-        for (uint64_t i = 0; i < n; ++i) {
-          nlohmann::json item;
-          HOIST_RETURN_IF_ERROR(ReadValue(elem, depth + 1, &item, nullptr, nullptr));
-          out->push_back(std::move(item));
-        }
-        return Status::Ok();
-      }
+      case GgufValueType::kArray:
+        return ReadArray(depth, out, element_type, count);
     }
     return Status::Internal("unreachable GGUF value type");
   }
@@ -235,59 +242,79 @@ class GgufParser {
   Status ParseTensorInfos() {
     std::unordered_set<std::string> names;
     for (uint64_t i = 0; i < tensor_count_; ++i) {
-      const uint64_t info_at = in_.position();
       TensorEntry t;
-      HOIST_RETURN_IF_ERROR(ReadString(&t.name, "a tensor name"));
-      if (t.name.size() > kGgufMaxNameBytes) {
-        return in_.Invalid(info_at, "tensor name '" + t.name.substr(0, 32) + "...' is " +
-                                        std::to_string(t.name.size()) + " bytes, more than " +
-                                        std::to_string(kGgufMaxNameBytes));
-      }
-      if (!names.insert(t.name).second) {
-        return in_.Invalid(info_at, "duplicate tensor name '" + t.name + "'");
-      }
+      HOIST_RETURN_IF_ERROR(ReadTensorName(&names, &t));
       const uint64_t dims_at = in_.position();
-      uint32_t n_dims = 0;
-      HOIST_RETURN_IF_ERROR(in_.ReadScalar(&n_dims, "a tensor's dimension count"));
-      if (n_dims > kGgufMaxDims) {
-        return in_.Invalid(dims_at, "tensor '" + t.name + "' has " + std::to_string(n_dims) +
-                                        " dimensions, more than " + std::to_string(kGgufMaxDims));
-      }
-      std::vector<uint64_t> ne(n_dims);
-      for (uint32_t d = 0; d < n_dims; ++d) {
-        HOIST_RETURN_IF_ERROR(in_.ReadScalar(&ne[d], "a tensor's dimensions"));
-        if (ne[d] > static_cast<uint64_t>(INT64_MAX)) {
-          return in_.Invalid(dims_at + 4 + uint64_t{8} * d, "tensor '" + t.name + "' dimension " +
-                                                                std::to_string(d) + " is negative");
-        }
-      }
-      const uint64_t type_at = in_.position();
-      uint32_t type_id = 0;
-      HOIST_RETURN_IF_ERROR(in_.ReadScalar(&type_id, "a tensor's type"));
-      const GgmlType* type = FindGgmlType(type_id);
-      if (type == nullptr) {
-        return in_.Invalid(
-            type_at, "tensor '" + t.name + "' has unknown ggml type " + std::to_string(type_id));
-      }
-      const uint64_t offset_at = in_.position();
-      uint64_t relative = 0;
-      HOIST_RETURN_IF_ERROR(in_.ReadScalar(&relative, "a tensor's data offset"));
-      t.dtype = std::string(type->name);
-      t.shape.assign(ne.rbegin(), ne.rend());
-      auto nbytes = GgmlTensorBytes(t.dtype, t.shape);
-      if (!nbytes.ok()) {
-        return in_.Invalid(dims_at, "tensor '" + t.name + "': " + nbytes.status().message());
-      }
-      t.nbytes = nbytes.value();
-      if (relative % alignment_ != 0) {
-        return in_.Invalid(offset_at,
-                           "tensor '" + t.name + "' data offset " + std::to_string(relative) +
-                               " is not a multiple of the alignment " + std::to_string(alignment_));
-      }
-      t.offset = relative;  // made absolute in PlaceTensors
-      offset_fields_.push_back(offset_at);
+      std::vector<uint64_t> ne;
+      HOIST_RETURN_IF_ERROR(ReadDimensions(t, &ne));
+      HOIST_RETURN_IF_ERROR(ReadTypeAndOffset(dims_at, ne, &t));
       dir_.tensors.push_back(std::move(t));
     }
+    return Status::Ok();
+  }
+
+  // A tensor's name: within the length bound and not seen before.
+  Status ReadTensorName(std::unordered_set<std::string>* names, TensorEntry* t) {
+    const uint64_t info_at = in_.position();
+    HOIST_RETURN_IF_ERROR(ReadString(&t->name, "a tensor name"));
+    if (t->name.size() > kGgufMaxNameBytes) {
+      return in_.Invalid(info_at, "tensor name '" + t->name.substr(0, 32) + "...' is " +
+                                      std::to_string(t->name.size()) + " bytes, more than " +
+                                      std::to_string(kGgufMaxNameBytes));
+    }
+    if (!names->insert(t->name).second) {
+      return in_.Invalid(info_at, "duplicate tensor name '" + t->name + "'");
+    }
+    return Status::Ok();
+  }
+
+  // A tensor's dimensions, innermost first as GGUF stores them.
+  Status ReadDimensions(const TensorEntry& t, std::vector<uint64_t>* ne) {
+    const uint64_t dims_at = in_.position();
+    uint32_t n_dims = 0;
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&n_dims, "a tensor's dimension count"));
+    if (n_dims > kGgufMaxDims) {
+      return in_.Invalid(dims_at, "tensor '" + t.name + "' has " + std::to_string(n_dims) +
+                                      " dimensions, more than " + std::to_string(kGgufMaxDims));
+    }
+    ne->assign(n_dims, 0);
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      HOIST_RETURN_IF_ERROR(in_.ReadScalar(&(*ne)[d], "a tensor's dimensions"));
+      if ((*ne)[d] > static_cast<uint64_t>(INT64_MAX)) {
+        return in_.Invalid(dims_at + 4 + uint64_t{8} * d, "tensor '" + t.name + "' dimension " +
+                                                              std::to_string(d) + " is negative");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // A tensor's ggml type and data offset; its dtype, shape and size from them.
+  Status ReadTypeAndOffset(uint64_t dims_at, const std::vector<uint64_t>& ne, TensorEntry* t) {
+    const uint64_t type_at = in_.position();
+    uint32_t type_id = 0;
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&type_id, "a tensor's type"));
+    const GgmlType* type = FindGgmlType(type_id);
+    if (type == nullptr) {
+      return in_.Invalid(
+          type_at, "tensor '" + t->name + "' has unknown ggml type " + std::to_string(type_id));
+    }
+    const uint64_t offset_at = in_.position();
+    uint64_t relative = 0;
+    HOIST_RETURN_IF_ERROR(in_.ReadScalar(&relative, "a tensor's data offset"));
+    t->dtype = std::string(type->name);
+    t->shape.assign(ne.rbegin(), ne.rend());
+    auto nbytes = GgmlTensorBytes(t->dtype, t->shape);
+    if (!nbytes.ok()) {
+      return in_.Invalid(dims_at, "tensor '" + t->name + "': " + nbytes.status().message());
+    }
+    t->nbytes = nbytes.value();
+    if (relative % alignment_ != 0) {
+      return in_.Invalid(offset_at,
+                         "tensor '" + t->name + "' data offset " + std::to_string(relative) +
+                             " is not a multiple of the alignment " + std::to_string(alignment_));
+    }
+    t->offset = relative;  // made absolute in PlaceTensors
+    offset_fields_.push_back(offset_at);
     return Status::Ok();
   }
 

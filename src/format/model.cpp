@@ -83,7 +83,17 @@ Result<std::string> ResolveShard(Storage& storage, const std::string& dir, const
   return resolved.status();
 }
 
-Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string& index_path) {
+// A safetensors index as read: its text (for the byte offsets errors name) and its JSON.
+struct IndexText {
+  std::string text;
+  nlohmann::json root;
+  uint64_t PositionOf(const std::string& s) const {
+    const size_t at = text.find("\"" + s + "\"");
+    return at == std::string::npos ? 0 : at;
+  }
+};
+
+Result<IndexText> ReadIndex(Storage& storage, const std::string& index_path) {
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, storage.Open(index_path, {}));
   if (file->size() > kMaxIndexBytes) {
     return Status::InvalidModel(index_path, 0,
@@ -91,62 +101,81 @@ Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string
                                     " bytes, more than the limit of " +
                                     std::to_string(kMaxIndexBytes));
   }
-  std::string text(file->size(), '\0');
-  HOIST_RETURN_IF_ERROR(file->ReadExact(0, text.data(), text.size()));
-  HOIST_ASSIGN_OR_RETURN(nlohmann::json root, ParseModelJson(text, index_path, 0));
-  auto position_of = [&](const std::string& s) -> uint64_t {
-    const size_t at = text.find("\"" + s + "\"");
-    return at == std::string::npos ? 0 : at;
-  };
-  if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object()) {
+  IndexText index;
+  index.text.assign(file->size(), '\0');
+  HOIST_RETURN_IF_ERROR(file->ReadExact(0, index.text.data(), index.text.size()));
+  HOIST_ASSIGN_OR_RETURN(index.root, ParseModelJson(index.text, index_path, 0));
+  if (!index.root.is_object() || !index.root.contains("weight_map") ||
+      !index.root["weight_map"].is_object()) {
     return Status::InvalidModel(index_path, 0, "index has no 'weight_map' object");
   }
-  const std::string dir = storage.Parent(index_path);
-  // Shards in order of first mention; tensor → shard name.
-  std::vector<std::string> shards;
-  std::map<std::string, std::string> expected;
-  for (const auto& [tensor, shard] : root["weight_map"].items()) {
+  return index;
+}
+
+// The index's weight map: *shards in order of first mention, *expected tensor → shard name.
+Status ReadWeightMap(const IndexText& index, const std::string& index_path,
+                     std::vector<std::string>* shards,
+                     std::map<std::string, std::string>* expected) {
+  for (const auto& [tensor, shard] : index.root["weight_map"].items()) {
     if (!shard.is_string()) {
-      return Status::InvalidModel(index_path, position_of(tensor),
+      return Status::InvalidModel(index_path, index.PositionOf(tensor),
                                   "weight_map entry for '" + tensor + "' is not a file name");
     }
     const std::string name = shard.get<std::string>();
-    if (std::find(shards.begin(), shards.end(), name) == shards.end()) shards.push_back(name);
-    expected[tensor] = name;
+    if (std::find(shards->begin(), shards->end(), name) == shards->end()) shards->push_back(name);
+    (*expected)[tensor] = name;
   }
+  return Status::Ok();
+}
+
+// Shard `name` at `path`, checked against what the index expects of it; unlisted tensors are
+// warned of in whole.
+Status CheckShard(const TensorDirectory& part, const std::string& path, const std::string& name,
+                  const std::string& index_path, const std::map<std::string, std::string>& expected,
+                  TensorDirectory* whole) {
+  if (part.format != "safetensors") {
+    return Status::InvalidModel(path, 0, "shard named in a safetensors index is not safetensors");
+  }
+  for (const TensorEntry& t : part.tensors) {
+    auto it = expected.find(t.name);
+    if (it == expected.end()) {
+      whole->warnings.push_back(path + ": tensor '" + t.name + "' is not listed in " + index_path +
+                                "; loaded anyway");
+    } else if (it->second != name) {
+      return Status::InvalidModel(path, t.offset,
+                                  "tensor '" + t.name + "' is listed in " + index_path +
+                                      " for shard '" + it->second + "', not this one");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string& index_path) {
+  HOIST_ASSIGN_OR_RETURN(const IndexText index, ReadIndex(storage, index_path));
+  const std::string dir = storage.Parent(index_path);
+  std::vector<std::string> shards;
+  std::map<std::string, std::string> expected;
+  HOIST_RETURN_IF_ERROR(ReadWeightMap(index, index_path, &shards, &expected));
   TensorDirectory whole;
   whole.format = "safetensors";
   std::unordered_map<std::string, uint32_t> owner;
   for (const std::string& name : shards) {
     HOIST_ASSIGN_OR_RETURN(std::string path,
-                           ResolveShard(storage, dir, name, index_path, position_of(name)));
+                           ResolveShard(storage, dir, name, index_path, index.PositionOf(name)));
     HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, path));
-    if (part.format != "safetensors") {
-      return Status::InvalidModel(path, 0, "shard named in a safetensors index is not safetensors");
-    }
+    HOIST_RETURN_IF_ERROR(CheckShard(part, path, name, index_path, expected, &whole));
     if (whole.files.empty()) whole.metadata = part.metadata;
-    for (const TensorEntry& t : part.tensors) {
-      auto it = expected.find(t.name);
-      if (it == expected.end()) {
-        whole.warnings.push_back(path + ": tensor '" + t.name + "' is not listed in " + index_path +
-                                 "; loaded anyway");
-      } else if (it->second != name) {
-        return Status::InvalidModel(path, t.offset,
-                                    "tensor '" + t.name + "' is listed in " + index_path +
-                                        " for shard '" + it->second + "', not this one");
-      }
-    }
     HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
   }
   for (const auto& [tensor, shard] : expected) {
     if (owner.find(tensor) == owner.end()) {
       return Status::InvalidModel(
-          index_path, position_of(tensor),
+          index_path, index.PositionOf(tensor),
           "tensor '" + tensor + "' is listed for shard '" + shard + "', which does not hold it");
     }
   }
-  if (root.contains("metadata") && root["metadata"].is_object()) {
-    for (const auto& [k, v] : root["metadata"].items()) {
+  if (index.root.contains("metadata") && index.root["metadata"].is_object()) {
+    for (const auto& [k, v] : index.root["metadata"].items()) {
       whole.metadata.push_back({k, v.is_string() ? "STRING" : "JSON", "", 1, v});
     }
   }

@@ -296,6 +296,41 @@ bool SniffPacked(const unsigned char* head, size_t n) {
 
 namespace {
 
+// The tensor's values with their exponents coded, or nothing where coding does not pay (too
+// small, not a float, or not small enough coded).
+std::optional<ExponentCoded> CodeIfSmaller(const TensorEntry& t, const std::vector<uint8_t>& bytes,
+                                           int threads) {
+  const std::optional<FloatSplit> split = SplitOf(t.dtype);
+  if (!split || t.nbytes < kMinCodedBytes ||
+      t.nbytes % static_cast<uint64_t>(split->value_bytes) != 0) {
+    return std::nullopt;
+  }
+  ExponentCoded coded =
+      EncodeExponents(bytes.data(), t.nbytes / split->value_bytes, *split, threads);
+  if (static_cast<double>(coded.bytes()) > kMaxCodedRatio * static_cast<double>(t.nbytes)) {
+    return std::nullopt;
+  }
+  return coded;
+}
+
+// Appends a coded tensor's sections; its header entry names them.
+Status AppendCoded(PackWriter& writer, const ExponentCoded& coded, nlohmann::ordered_json* entry) {
+  (*entry)["stored"] = "exponent-huffman";
+  (*entry)["value_bytes"] = coded.split.value_bytes;
+  (*entry)["shift"] = coded.split.shift;
+  (*entry)["values"] = coded.values;
+  nlohmann::ordered_json sections;
+  HOIST_ASSIGN_OR_RETURN(sections["code_lengths"], writer.Append(coded.code_lengths.data(), 256));
+  HOIST_ASSIGN_OR_RETURN(sections["group_start_bits"],
+                         AppendVector(writer, coded.group_start_bits));
+  HOIST_ASSIGN_OR_RETURN(sections["group_checksums"], AppendVector(writer, coded.group_checksums));
+  HOIST_ASSIGN_OR_RETURN(sections["unit_bits"], AppendVector(writer, coded.unit_bits));
+  HOIST_ASSIGN_OR_RETURN(sections["coded"], AppendVector(writer, coded.coded));
+  HOIST_ASSIGN_OR_RETURN(sections["rest"], AppendVector(writer, coded.rest));
+  (*entry)["sections"] = std::move(sections);
+  return Status::Ok();
+}
+
 Result<PackReport> WritePackedInto(const TensorDirectory& dir, std::unique_ptr<WritableFile> out,
                                    int threads) {
   PackWriter writer(std::move(out));
@@ -314,39 +349,17 @@ Result<PackReport> WritePackedInto(const TensorDirectory& dir, std::unique_ptr<W
       HOIST_ASSIGN_OR_RETURN(files[t.file], dir.source().Open(dir.files[t.file].path, {}));
     }
     bytes.resize(t.nbytes);
-    if (t.nbytes > 0)
+    if (t.nbytes > 0) {
       HOIST_RETURN_IF_ERROR(files[t.file]->ReadExact(t.offset, bytes.data(), t.nbytes));
+    }
     nlohmann::ordered_json entry{{"name", t.name},
                                  {"dtype", t.dtype},
                                  {"shape", t.shape},
                                  {"nbytes", t.nbytes},
                                  {"xxh3", Hex64(Xxh3(bytes.data(), bytes.size()))}};
     PackReport::Tensor row{t.name, t.dtype, t.nbytes, t.nbytes, false};
-    const std::optional<FloatSplit> split = SplitOf(t.dtype);
-    std::optional<ExponentCoded> coded;
-    if (split && t.nbytes >= kMinCodedBytes &&
-        t.nbytes % static_cast<uint64_t>(split->value_bytes) == 0) {
-      coded = EncodeExponents(bytes.data(), t.nbytes / split->value_bytes, *split, threads);
-      if (static_cast<double>(coded->bytes()) > kMaxCodedRatio * static_cast<double>(t.nbytes)) {
-        coded.reset();
-      }
-    }
-    if (coded) {
-      entry["stored"] = "exponent-huffman";
-      entry["value_bytes"] = coded->split.value_bytes;
-      entry["shift"] = coded->split.shift;
-      entry["values"] = coded->values;
-      nlohmann::ordered_json sections;
-      HOIST_ASSIGN_OR_RETURN(sections["code_lengths"],
-                             writer.Append(coded->code_lengths.data(), 256));
-      HOIST_ASSIGN_OR_RETURN(sections["group_start_bits"],
-                             AppendVector(writer, coded->group_start_bits));
-      HOIST_ASSIGN_OR_RETURN(sections["group_checksums"],
-                             AppendVector(writer, coded->group_checksums));
-      HOIST_ASSIGN_OR_RETURN(sections["unit_bits"], AppendVector(writer, coded->unit_bits));
-      HOIST_ASSIGN_OR_RETURN(sections["coded"], AppendVector(writer, coded->coded));
-      HOIST_ASSIGN_OR_RETURN(sections["rest"], AppendVector(writer, coded->rest));
-      entry["sections"] = std::move(sections);
+    if (const std::optional<ExponentCoded> coded = CodeIfSmaller(t, bytes, threads)) {
+      HOIST_RETURN_IF_ERROR(AppendCoded(writer, *coded, &entry));
       row.stored = coded->bytes();
       row.coded = true;
     } else {

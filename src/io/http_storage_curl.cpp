@@ -584,6 +584,44 @@ Status Backoff(std::chrono::milliseconds wait, const std::atomic<bool>* aborted,
   return Status::Ok();
 }
 
+// A sink that got more than it holds: a ranged read's server ignored the range.
+Status OverflowError(const std::string& name, bool ranged, uint64_t offset, size_t n) {
+  if (!ranged) return Status::IoError(RedactUrl(name) + ": the answer is too large");
+  return Status::IoError(RedactUrl(name) + ": the server answered a request for " +
+                         Bytes(offset, n) + " with more than those (it ignores byte ranges)" +
+                         kRangeServers);
+}
+
+// What a try got that no retry mends: a redirect refused, an answer larger than asked for.
+Status Unmendable(const std::string& name, const std::string& refused, const Sink* sink,
+                  bool ranged, uint64_t offset, size_t n) {
+  if (!refused.empty()) return Status::IoError(RedactUrl(name) + ": " + refused + ": refused");
+  if (sink != nullptr && sink->overflowed) return OverflowError(name, ranged, offset, n);
+  return Status::Ok();
+}
+
+// Empties a sink for another try.
+void ResetSink(Sink* sink) {
+  if (sink == nullptr) return;
+  sink->received = 0;
+  if (sink->text != nullptr) sink->text->clear();
+}
+
+// A transfer that failed for good (code not OK) after `attempt` retries: a stall when it moved
+// under 1 KiB/s for the stall timeout, else curl's reason.
+Status TransferError(const std::string& name, CURLcode code, double stall_timeout_s, bool ranged,
+                     uint64_t offset, size_t n, int attempt) {
+  if (code == CURLE_OPERATION_TIMEDOUT) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
+    return Status::Stalled(RedactUrl(name) + ": no progress for " + seconds + " (under 1 KiB/s)" +
+                           (ranged ? " reading " + Bytes(offset, n) : std::string()) +
+                           Tries(attempt));
+  }
+  return Status::IoError(RedactUrl(name) + ": " + curl_easy_strerror(code) +
+                         (ranged ? " (" + Bytes(offset, n) + ")" : std::string()) + Tries(attempt));
+}
+
 }  // namespace
 
 Result<Response> HttpSource::Request(const std::string& name, const std::string& url,
@@ -600,23 +638,14 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                            std::chrono::duration<double>(options_.stall_timeout_s));
   for (int attempt = 0;; ++attempt) {
-    if (sink != nullptr) {
-      sink->received = 0;
-      if (sink->text != nullptr) sink->text->clear();
-    }
+    ResetSink(sink);
     CURLcode code = CURLE_OK;
     std::string refused;
     const Response r = Follow(h.get(), url, offset, n, sink, aborted, &code, &refused);
     if (code == CURLE_ABORTED_BY_CALLBACK || (aborted != nullptr && aborted->load())) {
       return Stopped(name);
     }
-    if (!refused.empty()) return Status::IoError(RedactUrl(name) + ": " + refused + ": refused");
-    if (sink != nullptr && sink->overflowed) {
-      if (!ranged) return Status::IoError(RedactUrl(name) + ": the answer is too large");
-      return Status::IoError(RedactUrl(name) + ": the server answered a request for " +
-                             Bytes(offset, n) + " with more than those (it ignores byte ranges)" +
-                             kRangeServers);
-    }
+    HOIST_RETURN_IF_ERROR(Unmendable(name, refused, sink, ranged, offset, n));
     const bool retry = code != CURLE_OK ? Transient(code) : TransientAnswer(r.code);
     if (retry && attempt < options_.retries && std::chrono::steady_clock::now() + wait < give_up) {
       ++retries_;
@@ -624,17 +653,8 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
       wait *= 2;
       continue;
     }
-    if (code == CURLE_OPERATION_TIMEDOUT) {  // under 1 KiB/s for the stall timeout
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%.1f s", options_.stall_timeout_s);
-      return Status::Stalled(RedactUrl(name) + ": no progress for " + seconds + " (under 1 KiB/s)" +
-                             (ranged ? " reading " + Bytes(offset, n) : std::string()) +
-                             Tries(attempt));
-    }
     if (code != CURLE_OK) {
-      return Status::IoError(RedactUrl(name) + ": " + curl_easy_strerror(code) +
-                             (ranged ? " (" + Bytes(offset, n) + ")" : std::string()) +
-                             Tries(attempt));
+      return TransferError(name, code, options_.stall_timeout_s, ranged, offset, n, attempt);
     }
     Give(std::move(h));
     // A refused HEAD comes back as an answer: Probe asks again with a GET.

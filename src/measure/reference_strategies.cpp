@@ -54,6 +54,73 @@ Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, Loaded
 
 // One thread, `count` pinned buffers of `bytes` used in turn; a buffer is refilled once its
 // previous copy has completed.
+// A staged reference load's buffers: `count` pinned buffers, each with the copy out of it in
+// flight (if any). Returns them to the device when it goes.
+class StagedBuffers {
+ public:
+  StagedBuffers(CheckedDevice& device, int count) : device_(device), copies_(count) {}
+  ~StagedBuffers() {
+    for (void* p : buffers_) (void)device_.ReturnPinned(p);
+  }
+  StagedBuffers(const StagedBuffers&) = delete;
+  StagedBuffers& operator=(const StagedBuffers&) = delete;
+
+  Status Allocate(uint64_t bytes) {
+    for (size_t b = 0; b < copies_.size(); ++b) {
+      HOIST_ASSIGN_OR_RETURN(void* p, device_.AllocatePinned(bytes));
+      buffers_.push_back(p);
+    }
+    return Status::Ok();
+  }
+  // The next buffer in turn, once the copy out of it has completed.
+  Result<size_t> Next(double stall_timeout_s) {
+    const size_t b = next_++ % buffers_.size();
+    if (copies_[b]) {
+      const Status waited = WaitForCopy(*copies_[b], stall_timeout_s);
+      copies_[b].reset();
+      HOIST_RETURN_IF_ERROR(waited);
+    }
+    return b;
+  }
+  unsigned char* buffer(size_t b) const { return static_cast<unsigned char*>(buffers_[b]); }
+  void Started(size_t b, std::unique_ptr<CopyHandle> copy) { copies_[b] = std::move(copy); }
+  // Waits for every copy in flight; the first failure.
+  Status Drain(double stall_timeout_s) {
+    Status status;
+    for (auto& copy : copies_) {
+      if (!copy) continue;
+      const Status waited = WaitForCopy(*copy, stall_timeout_s);
+      if (status.ok()) status = waited;
+      copy.reset();
+    }
+    return status;
+  }
+
+ private:
+  CheckedDevice& device_;
+  std::vector<void*> buffers_;
+  std::vector<std::unique_ptr<CopyHandle>> copies_;
+  size_t next_ = 0;
+};
+
+// Tensor i read piece by piece into the staging buffers and copied out of them.
+Status StageTensor(const TensorDirectory& dir, size_t i, File& file, uint64_t piece,
+                   CheckedDevice& device, LoadedModel& model, StagedBuffers& staged,
+                   double stall_timeout_s) {
+  const TensorEntry& t = dir.tensors[i];
+  for (uint64_t done = 0; done < t.nbytes; done += piece) {
+    HOIST_RETURN_IF_ERROR(StopRequested());
+    const uint64_t n = std::min(piece, t.nbytes - done);
+    HOIST_ASSIGN_OR_RETURN(const size_t b, staged.Next(stall_timeout_s));
+    HOIST_ASSIGN_OR_RETURN(const unsigned char* read,
+                           file.ReadCovering(t.offset + done, staged.buffer(b), n));
+    HOIST_ASSIGN_OR_RETURN(
+        auto copy, device.CopyToDeviceAsync(static_cast<char*>(model.data(i)) + done, read, n, 0));
+    staged.Started(b, std::move(copy));
+  }
+  return Status::Ok();
+}
+
 Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model, int count,
                   uint64_t bytes, bool direct, double stall_timeout_s) {
   std::vector<std::unique_ptr<File>> files;
@@ -63,54 +130,16 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
     HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, options));
     files.push_back(std::move(file));
   }
-  std::vector<void*> buffers;
-  std::vector<std::unique_ptr<CopyHandle>> copies(static_cast<size_t>(count));
-  Status status;
-  for (int b = 0; b < count && status.ok(); ++b) {
-    auto p = device.AllocatePinned(bytes);
-    if (p.ok()) {
-      buffers.push_back(*p);
-    } else {
-      status = p.status();
-    }
-  }
+  StagedBuffers staged(device, count);
+  Status status = staged.Allocate(bytes);
   // With direct I/O a piece may start up to one block into its buffer.
   const uint64_t piece = direct ? bytes - kDirectAlignment : bytes;
-  size_t next = 0;
   for (size_t i = 0; status.ok() && i < dir.tensors.size(); ++i) {
-    const TensorEntry& t = dir.tensors[i];
-    for (uint64_t done = 0; status.ok() && done < t.nbytes; done += piece) {
-      status = StopRequested();
-      if (!status.ok()) break;
-      const uint64_t n = std::min(piece, t.nbytes - done);
-      const size_t b = next++ % buffers.size();
-      if (copies[b]) {
-        status = WaitForCopy(*copies[b], stall_timeout_s);
-        copies[b].reset();
-        if (!status.ok()) break;
-      }
-      auto read =
-          files[t.file]->ReadCovering(t.offset + done, static_cast<unsigned char*>(buffers[b]), n);
-      if (!read.ok()) {
-        status = read.status();
-        break;
-      }
-      auto copy = device.CopyToDeviceAsync(static_cast<char*>(model.data(i)) + done, *read, n, 0);
-      if (!copy.ok()) {
-        status = copy.status();
-        break;
-      }
-      copies[b] = std::move(copy).value();
-    }
+    status = StageTensor(dir, i, *files[dir.tensors[i].file], piece, device, model, staged,
+                         stall_timeout_s);
   }
-  for (auto& copy : copies) {
-    if (copy) {
-      const Status waited = WaitForCopy(*copy, stall_timeout_s);
-      if (status.ok()) status = waited;
-    }
-  }
-  for (void* p : buffers) (void)device.ReturnPinned(p);
-  return status;
+  const Status drained = staged.Drain(stall_timeout_s);
+  return status.ok() ? drained : status;
 }
 
 }  // namespace

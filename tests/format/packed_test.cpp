@@ -312,6 +312,13 @@ TEST_F(PackedTest, VerifyComparesTheLoadedPackWithTheOriginal) {
   r = RunHoist({"verify", out, "--device", "host", "--against", tmp_.File("other.gguf")});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(tmp_.File("other.gguf")), std::string::npos) << r.err;
+  // An original behind a URL with a password (nothing listens there): named without it in
+  // every line, the "verifying ... against" one included.
+  r = RunHoist({"verify", out, "--device", "host", "--against",
+                "http://user:hunter2@127.0.0.1:1/m.safetensors"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ((r.out + r.err).find("hunter2"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("***@127.0.0.1:1"), std::string::npos) << r.err;
 }
 
 }  // namespace
