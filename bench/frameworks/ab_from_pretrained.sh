@@ -6,13 +6,14 @@
 # compared bit for bit with the plain load's. The expectations, checked (exit 1 if one fails):
 # every load bit-equal, and B's median time within 5% of A's for `patch` and `transformers`.
 # Run with carry [".device"] (the header-only dependencies in .device/include, the hoist binary
-# for the ceilings); ROUNDS (default 3), LAYERS (32: an 8B llama shape, 16 GB),
-# HOIST_LLAMA_DIR. Results: $OUT/log.txt, $OUT/results.jsonl.
+# for the ceilings); ROUNDS (default 3), MODES (default "patch transformers"), LAYERS (32: an 8B
+# llama shape, 16 GB), HOIST_LLAMA_DIR. Results: $OUT/log.txt, $OUT/results.jsonl.
 set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
 MODEL=${HOIST_LLAMA_DIR:-/root/hoist-llama}
 ROUNDS=${ROUNDS:-3}
+MODES=${MODES:-patch transformers}
 HARNESS=$PWD/bench/frameworks/from_pretrained.py
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
@@ -52,8 +53,8 @@ run() {  # SIDE MODE TAG
 }
 log "warm, device_map=cuda:0, A and B alternated"
 for round in $(seq "$ROUNDS"); do
-  run b plain "plain-$round"
-  for mode in patch transformers; do
+  [ "$round" -le 3 ] && run b plain "plain-$round"
+  for mode in $MODES; do
     run a "$mode" "a-$mode-$round"
     run b "$mode" "b-$mode-$round"
   done
@@ -64,7 +65,7 @@ for f in /tmp/fp-*.json; do
   python3 "$HARNESS" compare /tmp/fp-plain-1.json "$f" | tee -a "$OUT/log.txt" || failed=1
 done
 log "medians (seconds), B against A"
-python3 - "$OUT/results.jsonl" <<'PY' | tee -a "$OUT/log.txt" || failed=1
+python3 - "$OUT/results.jsonl" $MODES <<'PY' | tee -a "$OUT/log.txt" || failed=1
 import json, statistics, sys
 times = {}
 for line in open(sys.argv[1]):
@@ -72,7 +73,7 @@ for line in open(sys.argv[1]):
     times.setdefault(r["tag"].rsplit("-", 1)[0], []).append(r["seconds"])
 ok = True
 print("plain", statistics.median(times["plain"]), times["plain"])
-for mode in ("patch", "transformers"):
+for mode in sys.argv[2:]:
     a, b = statistics.median(times[f"a-{mode}"]), statistics.median(times[f"b-{mode}"])
     verdict = "ok" if b <= 1.05 * a else "FAIL"
     ok = ok and verdict == "ok"
