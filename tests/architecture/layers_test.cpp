@@ -65,7 +65,7 @@ TEST(LayersTest, EachLayerIncludesOnlyItselfAndTheLayersBeneath) {
     for (const auto& [included, line] : IncludedLayers(entry.path())) {
       if (AllowedIncludes().count(included) == 0) continue;  // "hoist/hoist.h", "test_util.h"
       if (allowed->second.count(included) == 0) {
-        broken.push_back(entry.path().lexically_relative(src).string() + ": " + line);
+        broken.push_back(entry.path().lexically_relative(src).generic_string() + ": " + line);
       }
     }
   }
@@ -84,7 +84,7 @@ TEST(LayersTest, OnlyTheCApiIncludesThePublicHeader) {
     std::string line;
     while (std::getline(in, line)) {
       if (line.rfind("#include \"hoist/", 0) == 0) {
-        including.push_back(entry.path().lexically_relative(src).string());
+        including.push_back(entry.path().lexically_relative(src).generic_string());
         break;
       }
     }
