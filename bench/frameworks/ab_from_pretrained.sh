@@ -17,19 +17,14 @@ MODES=${MODES:-patch transformers}
 HARNESS=$PWD/bench/frameworks/from_pretrained.py
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
-build() {  # SOURCE BUILD
-  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
-    -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$BIN/include" \
-    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
-    >"$2.cmake.txt" 2>&1 && cmake --build "$2" -j "$(nproc)" --target hoist_python_native >"$2.build.txt" 2>&1
-}
+# shellcheck source=scripts/device/build_python.sh
+. scripts/device/build_python.sh
 rm -rf /tmp/ab && mkdir -p /tmp/ab && tar xzf .device/ab/old.tar.gz -C /tmp/ab
 log "building A (the old tree) and B (this one)"
-(build /tmp/ab/old /tmp/ab/build-a) & (build "$PWD" /tmp/ab/build-b) & wait
+(build_python_tree /tmp/ab/old /tmp/ab/build-a) & (build_python_tree "$PWD" /tmp/ab/build-b) & wait
 for side in a b; do
   ls /tmp/ab/build-$side/python/hoist/_native*.so >/dev/null 2>&1 \
-    || { echo "FAIL: build $side"; tail -30 /tmp/ab/build-$side.*.txt; exit 1; }
+    || { echo "FAIL: build $side"; tail -30 /tmp/ab/build-$side/*.txt; exit 1; }
 done
 if [ ! -f "$MODEL/config.json" ]; then
   log "writing a llama-shaped checkpoint to $MODEL"

@@ -12,17 +12,12 @@ SIZE=${HOIST_SIZE:-20GiB}
 mkdir -p "$OUT" "$(dirname "$MODEL")"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 [ -f "$MODEL" ] || $BIN/hoist make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 | tail -1
-build() {  # SOURCE BUILD
-  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DHOIST_PYTHON=ON -DHOIST_BUILD_TESTS=OFF \
-    -DHOIST_BUILD_BENCH=OFF -DHOIST_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DHOIST_HOST_HEADER_ONLY_DEPS=ON -DHOIST_HEADER_ONLY_DEPS_DIR="$BIN/include" \
-    -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python3)" \
-    >"$OUT/cmake.txt" 2>&1 && cmake --build "$2" -j "$(nproc)" --target hoist_python_native >"$OUT/build.txt" 2>&1
-}
+# shellcheck source=scripts/device/build_python.sh
+. scripts/device/build_python.sh
 rm -rf /tmp/ab && mkdir -p /tmp/ab && tar xzf .device/ab/old.tar.gz -C /tmp/ab
 log "building A (the old tree) and B (this one)"
-(build /tmp/ab/old /tmp/ab/build-a) & (build "$PWD" /tmp/ab/build-b) & wait
-[ -f /tmp/ab/build-a/python/hoist/__init__.py ] && [ -f /tmp/ab/build-b/python/hoist/__init__.py ] || { tail -30 "$OUT/build.txt"; exit 1; }
+(build_python_tree /tmp/ab/old /tmp/ab/build-a) & (build_python_tree "$PWD" /tmp/ab/build-b) & wait
+[ -f /tmp/ab/build-a/python/hoist/__init__.py ] && [ -f /tmp/ab/build-b/python/hoist/__init__.py ] || { tail -30 /tmp/ab/build-*/*.txt; exit 1; }
 cat "$MODEL" >/dev/null
 $BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 | tee -a "$OUT/log.txt"
 $BIN/hoist_ceilings h2d --mib-per-copy 64 --total-gib 8 | tee -a "$OUT/log.txt"
@@ -46,7 +41,6 @@ print(f"{side.upper()} round {run}: hoist.load_file cuda:0 {n / min(times) / 1e9
 PY
   done
 done
-rm -f "$OUT/cmake.txt" "$OUT/build.txt"
 # The expectation: B's median of the rounds' bests within 2% of A's (or faster).
 python3 - "$OUT/log.txt" <<'PY'
 import re, statistics, sys
