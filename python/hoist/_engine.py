@@ -450,12 +450,18 @@ def _load_parts(model, devices, wanted, split, tensor_split, progress, options, 
     return out
 
 
-def _fill_parts(model, addresses, hoist_name, progress, options, what):
-    """Loads parts [((tensor, row_bytes, r0, r1, c0, c1, device), address)] in one load."""
+def _parts_options(options, what):
+    """native_options for a load of parts (`what`: "split 'tensor'", "rank mode"), which takes
+    every option of a load but checksum: verify compares every part."""
     if options.get("checksum"):
         raise HoistError(f"{what} takes no checksum: verify compares every part",
                          "invalid argument")
-    arguments = native_options({k: v for k, v in options.items() if k != "checksum"}, _OPTIONS)
+    return native_options({k: v for k, v in options.items() if k != "checksum"}, _OPTIONS)
+
+
+def _fill_parts(model, addresses, hoist_name, progress, options, what):
+    """Loads parts [((tensor, row_bytes, r0, r1, c0, c1, device), address)] in one load."""
+    arguments = _parts_options(options, what)
     if not addresses:
         return
     callback = _progress_callback(progress)
@@ -513,10 +519,7 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
         raise HoistError(f"this process (rank {dist.get_rank()} of the job) is not in the process "
                          f"group given: rank mode loads each member's part, and every member "
                          f"calls load_file with the group", "invalid argument")
-    if options.get("checksum"):
-        raise HoistError("rank mode takes no checksum: verify compares every part",
-                         "invalid argument")
-    arguments = native_options({k: v for k, v in options.items() if k != "checksum"}, _OPTIONS)
+    arguments = _parts_options(options, "rank mode")
     shares = [] if tensor_split is None else [float(s) for s in tensor_split]
 
     def start(block, chunk):
