@@ -8,7 +8,7 @@
 # COLD=0 skips the cold loads, AUTO=0 the device_map="auto" and two-device (cuda:0 plus cpu)
 # loads, CONSUMERS=0 accelerate, PEFT and sentence-transformers (bench/frameworks/consumers.py),
 # LAYERS (32: an 8B llama shape, 16 GB), HOIST_MODEL_DIR. Results: $OUT/log.txt,
-# $OUT/results.jsonl.
+# $OUT/results.jsonl. Exits 1 when a load fails or is not bit-equal to the plain one.
 set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
@@ -26,10 +26,13 @@ if [ ! -f "$MODEL/config.json" ]; then
   python3 "$HARNESS" make "$MODEL" --layers "${LAYERS:-32}" 2>&1 | tail -1 | tee -a "$OUT/log.txt"
 fi
 largest=$(ls -S "$MODEL"/*.safetensors | head -1)
+failed=0
 run() {  # MODE DEVICE_MAP TAG
-  python3 "$HARNESS" load "$MODEL" --mode "$1" --device-map "$2" --fingerprint "/tmp/fp-$3.json" --tag "$3" \
-    2>"/tmp/stderr-$3.txt" | tee -a "$OUT/results.jsonl" \
-    || { echo "$3 failed:"; tail -15 "/tmp/stderr-$3.txt"; } | tee -a "$OUT/log.txt"
+  if ! python3 "$HARNESS" load "$MODEL" --mode "$1" --device-map "$2" --fingerprint "/tmp/fp-$3.json" \
+      --tag "$3" 2>"/tmp/stderr-$3.txt" | tee -a "$OUT/results.jsonl"; then
+    { echo "$3 failed:"; tail -15 "/tmp/stderr-$3.txt"; } | tee -a "$OUT/log.txt"
+    failed=1
+  fi
 }
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 log "ceilings"
@@ -77,7 +80,7 @@ for f in /tmp/fp-*.json; do
     *-half) ref=/tmp/fp-plain-half.json ;;
     accelerate-*|peft-*|sentence-*) ref=/tmp/fp-${tag%%-*}-plain-1.json ;;
   esac
-  [ -f "$ref" ] && python3 "$HARNESS" compare "$ref" "$f" | tee -a "$OUT/log.txt"
+  if [ -f "$ref" ]; then python3 "$HARNESS" compare "$ref" "$f" | tee -a "$OUT/log.txt" || failed=1; fi
 done
 log "summary (seconds, GB/s, peak GPU GB)"
 python3 - "$OUT/results.jsonl" $( [ -f "$OUT/consumers.jsonl" ] && echo "$OUT/consumers.jsonl") <<'PY' | tee -a "$OUT/log.txt"
@@ -91,3 +94,6 @@ for line in open(sys.argv[2]) if len(sys.argv) > 2 else []:
     print(f"{r['tag']:>22} {r['seconds']:7.2f} s {r['gb']:6.2f} GB {r['tensors']} tensors "
           f"{','.join(r['devices'])}")
 PY
+# The expectations: every load ran, and is bit-equal to its plain counterpart.
+echo "every load ran and is bit-equal: $([ $failed = 0 ] && echo ok || echo FAIL)" | tee -a "$OUT/log.txt"
+exit $failed
