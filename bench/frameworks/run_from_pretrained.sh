@@ -66,7 +66,8 @@ if [ "${CONSUMERS:-1}" != 0 ]; then
       n=$(ls /tmp/fp-"$what"-"$mode"-*.json 2>/dev/null | wc -l)
       python3 "$CONSUMERS_PY" load "$what" "$dir" --mode "$mode" --tag "$what-$mode-$((n + 1))" \
         --fingerprint "/tmp/fp-$what-$mode-$((n + 1)).json" 2>"/tmp/stderr-$what.txt" \
-        | tee -a "$OUT/consumers.jsonl" || tail -15 "/tmp/stderr-$what.txt" | tee -a "$OUT/log.txt"
+        | tee -a "$OUT/consumers.jsonl" \
+        || { failed=1; tail -15 "/tmp/stderr-$what.txt" | tee -a "$OUT/log.txt"; }
     done
   done
 fi
