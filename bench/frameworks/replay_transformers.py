@@ -1,8 +1,8 @@
 """transformers 5.17's safetensors calls in from_pretrained, replayed without transformers, timed:
 per shard safe_open(framework="pt", device="cpu", backend="mmap"), get_slice for every key, the
 keys of all shards in natural order handed to four workers that each take `[...]` and copy it to
-cuda:0. Prints one JSON line: seconds, GB/s, and for hoist the time its native loads and its
-pinned slabs took (summed over threads) and each handle's read-ahead counts.
+cuda:0. Prints one JSON line: seconds, GB/s, the time the copies to the GPU took (summed over
+threads), and for hoist each handle's read-ahead counts (the engine's reader).
     python3 replay_transformers.py DIR plain|patch      (environment: HOIST_AHEAD_MIB, HOIST_PIN, ...)
 """
 import os, sys, time, json, threading, concurrent.futures
@@ -11,20 +11,11 @@ torch.zeros(1, device="cuda")
 mode = sys.argv[2]
 d = sys.argv[1]
 shards = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".safetensors"))
-stats = {"fill_s": 0.0, "fills": 0, "alloc_s": 0.0, "allocs": 0, "to_s": 0.0}
+stats = {"to_s": 0.0}
 lock = threading.Lock()
-def timed(function, seconds, calls):
-    """function, adding its time and call count to stats[seconds] and stats[calls]."""
-    def wrapper(*a, **k):
-        t = time.perf_counter(); r = function(*a, **k)
-        with lock: stats[seconds] += time.perf_counter() - t; stats[calls] += 1
-        return r
-    return wrapper
 if mode != "plain":
-    import hoist.safetensors, hoist._reader as R, hoist
+    import hoist.safetensors
     hoist.safetensors.patch()
-    hoist._engine.fill = timed(hoist._engine.fill, "fill_s", "fills")  # the native loads
-    R.host_tensors = timed(R.host_tensors, "alloc_s", "allocs")  # the pinned slabs
 from safetensors import safe_open
 def key(s): return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in s.split(".")]
 t0 = time.perf_counter()

@@ -266,9 +266,62 @@ hoist_status hoist_loaded_verify(hoist_loaded* loaded, size_t* mismatches);
 const char* hoist_loaded_report_json(const hoist_loaded* loaded);
 void hoist_loaded_free(hoist_loaded* loaded);
 
+/* A consumer-ordered reader: a model's whole tensors read into host memory ahead of the
+ * requests of any number of threads, in the order the requests follow (file offsets, names or
+ * natural key order), each tensor handed over for the caller to keep. The first request reads
+ * only its tensor; what is read and not yet asked for stays within ahead_bytes; a request
+ * outside it is read at once beside the read-ahead. Thread-safe. */
+typedef struct hoist_reader hoist_reader;
+/* One tensor's bytes in host memory, the caller's until hoist_host_tensor_free. */
+typedef struct hoist_host_tensor hoist_host_tensor;
+
+typedef struct hoist_reader_options {
+  uint32_t struct_size;  /* set by hoist_reader_options_init */
+  const size_t* tensors; /* the tensors it reads (indices); NULL: every tensor */
+  size_t tensor_count;
+  /* -1: pinned when a GPU is present (HOIST_PIN=on|off|auto changes it), 0: pageable, 1: pinned
+   * where a GPU can pin. Pinned memory comes from slabs reused once freed, at most
+   * HOIST_PINNED_MIB (8192) pinned at once; past it tensors are pageable. */
+  int pinned;
+  uint64_t ahead_bytes; /* 0: HOIST_AHEAD_MIB, 1024 MiB unless set */
+} hoist_reader_options;
+
+typedef struct hoist_reader_stats {
+  uint64_t hits;   /* requests served from what was read ahead */
+  uint64_t waits;  /* requests that waited for the read-ahead's batch holding them */
+  uint64_t misses; /* requests read on their own */
+  uint64_t batches;
+  uint64_t read_bytes; /* read ahead */
+} hoist_reader_stats;
+
+void hoist_reader_options_init(hoist_reader_options* options);
+/* The load options' threads, chunk, staging, stall timeout and direct I/O apply to its reads;
+ * device, names and callbacks are not used. The model must outlive the reader. */
+hoist_status hoist_reader_open(hoist_model* model, const hoist_load_options* load,
+                               const hoist_reader_options* options, hoist_reader** out);
+/* Tensor `index` once it has landed: *out is NULL while it has not within timeout_ms (ask again:
+ * the read goes on). A failed read's error is the request's, naming the file, offset and
+ * tensor; HOIST_CANCELLED once the reader is closed. */
+hoist_status hoist_reader_take(hoist_reader* reader, size_t index, uint32_t timeout_ms,
+                               hoist_host_tensor** out);
+void hoist_reader_stats_get(const hoist_reader* reader, hoist_reader_stats* out);
+/* Stops the read-ahead and waits for the reads in flight; tensors taken stay valid. */
+void hoist_reader_close(hoist_reader* reader);
+void* hoist_host_tensor_data(const hoist_host_tensor* tensor); /* NULL for zero bytes */
+uint64_t hoist_host_tensor_size(const hoist_host_tensor* tensor);
+int hoist_host_tensor_pinned(const hoist_host_tensor* tensor);
+/* Any thread. Its pinned memory may be handed out again: after every copy out of it has
+ * completed, or once the reuse hook has returned. */
+void hoist_host_tensor_free(hoist_host_tensor* tensor);
+/* Called on a reader thread before pinned memory of freed host tensors is handed out again; it
+ * returns once every copy the caller started out of them has completed (a framework's
+ * asynchronous copies that hoist cannot see). NULL: none. Process-wide; thread-safe. */
+typedef void (*hoist_reuse_fn)(void* user);
+void hoist_set_host_memory_reuse_hook(hoist_reuse_fn settle, void* user);
+
 /* GPU loads keep their pinned staging memory (about 2 chunks per reader thread, 96 MiB by
- * default) for the next load in the process, which then starts without pinning any. This
- * unpins and frees it. Thread safe. */
+ * default) for the next load in the process, which then starts without pinning any, and readers
+ * keep the pinned slabs of freed host tensors. This unpins and frees both. Thread safe. */
 void hoist_release_cached_memory(void);
 
 const char* hoist_last_error(void);

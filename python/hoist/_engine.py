@@ -12,7 +12,6 @@ from typing import NamedTuple as _NamedTuple, Tuple as _Tuple
 
 from . import _native
 
-from ._ahead import POOL
 from ._errors import DeviceError, HoistError, StalledError, TensorNotFoundError, UnavailableError
 from ._progress import ProgressBar
 
@@ -117,10 +116,66 @@ class Model:
         (hoist's name), into the memory at each address."""
         return self._native.load_regions(regions, device)
 
+    def _host_reader(self, names, numpy=False, ahead_bytes=0):
+        """The engine's consumer-ordered reader of tensors `names` into host memory it owns
+        (pinned when a GPU is present, unless numpy): take(name) gives the tensor, the
+        caller's; stats; close()."""
+        return _HostReader(self, names, numpy, ahead_bytes)
+
     def _stream(self, names, device, **options):
         """A native stream of tensors `names` onto `device`: provide(destinations), next()
         (the index of a tensor that landed, None at the end), close()."""
         return self._native.stream(names, device, **options)
+
+
+def _settle_devices():
+    """Waits for every GPU's queued work: a consumer's non_blocking copy out of host memory
+    that torch did not allocate (it records no event for it) must end before the engine hands
+    that memory out again. The engine calls it, on a reader thread, before reusing a slab."""
+    torch = _torch()
+    if torch is not None and torch.cuda.is_initialized():
+        for index in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(index)
+
+
+_native.on_host_memory_reuse(_settle_devices)
+
+
+class _HostReader:
+    """Model._host_reader's reader: tensors as torch tensors (numpy arrays with numpy=True or
+    without torch) viewing the engine's host memory, which each keeps while it lives."""
+
+    def __init__(self, model, names, numpy, ahead_bytes):
+        self._model = model
+        self._numpy = numpy or _torch() is None
+        self._native = model._native.reader([model._indices[n] for n in names],
+                                            pinned=0 if self._numpy else -1,
+                                            ahead_bytes=ahead_bytes)
+
+    def take(self, name):
+        model = self._model
+        buffer = self._native.take(model._indices[name])
+        shape = model.load_shape(name)
+        if self._numpy:
+            import numpy
+            dtype = ("uint8" if model.is_quantized(name)
+                     else _NUMPY_DTYPES[model.tensors[name].dtype])
+            if not buffer.nbytes:
+                return numpy.empty(shape, dtype=dtype)
+            return numpy.frombuffer(buffer, dtype=numpy.uint8).view(dtype).reshape(shape)
+        torch = _torch()
+        dtype = torch_dtype(model, name)
+        if not buffer.nbytes:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(buffer, dtype=torch.uint8).view(dtype).view(shape)
+
+    @property
+    def stats(self):
+        """{hits, waits, misses, batches, read_bytes} of the requests so far."""
+        return self._native.stats()
+
+    def close(self):
+        self._native.close()
 
 
 def open(path):  # noqa: A001 (the module's verb, as in hoist.open)
@@ -585,7 +640,5 @@ def release_cached_memory():
     the next load in the process, a model's next shard say, starts without pinning any; and
     the pinned slabs that hoist.safetensors' CPU reads keep for reuse."""
     _native.release_cached_memory()
-    if POOL.pinned_bytes:
-        POOL.release()
 
 

@@ -3,10 +3,8 @@ read through the engine in batches that grow while the caller keeps taking what 
 and slices of them."""
 import os
 import threading
-import weakref
 
 from . import _engine
-from ._ahead import ReadAhead, host_tensor, host_tensors, pin_host_memory
 from ._engine import (_NUMPY_DTYPES, Model, address_of, hoist_device, new_tensor, settle,
                       torch_dtype)
 from ._engine import load_file as _hoist_load_file
@@ -104,12 +102,13 @@ class TensorReader:
         self._pending = None  # (future, keys, store) of the batch read in the background
         self._pool = None
         self._lock = threading.RLock()  # a device handle's read-ahead state, for any thread
+        # On the host, the engine's consumer-ordered reader (its read-ahead and pinned slabs).
         self._host = None
         if self._on_host():
-            self._pinned = not self._numpy and pin_host_memory()
-            self._host = ReadAhead(self._by_offset,
-                                   {n: t.nbytes for n, t in self._model.tensors.items()},
-                                   _weak_read(self))
+            try:
+                self._host = self._model._host_reader(self._by_offset, numpy=self._numpy)
+            except HoistError as e:
+                raise self.Error(str(e)) from e
 
     def __enter__(self):
         return self
@@ -175,7 +174,7 @@ class TensorReader:
         """{name: tensor} of every tensor, in offset_keys() order, in one load (load_file)."""
         self._open()
         if self._host is not None:
-            return self._read_host(self._by_offset)
+            return {name: self._whole(name) for name in self._by_offset}
         try:
             loaded = _hoist_load_file(self._model, device=self._device)
         except HoistError as e:
@@ -199,7 +198,10 @@ class TensorReader:
         """Tensor `name`: on the host from the shared read-ahead, else from what was read ahead
         or in a new batch from it on."""
         if self._host is not None:
-            return self._host.get(name)
+            try:
+                return self._host.take(name)
+            except HoistError as e:
+                raise self.Error(str(e)) from e
         with self._lock:
             return self._device_whole(name)
 
@@ -345,53 +347,22 @@ class TensorReader:
             raise self.Error(str(e)) from e
 
     def _host_tensor(self, shape, name):
-        """Memory on the host for (part of) tensor `name`: a torch tensor, pinned when a GPU is
-        present, or a numpy array; and its address."""
+        """Memory on the host for (part of) tensor `name`: a torch tensor or a numpy array;
+        and its address."""
         if self._numpy:
             import numpy
             dtype = ("uint8" if self._model.is_quantized(name)
                      else _NUMPY_DTYPES[self._model.tensors[name].dtype])
             array = numpy.empty(shape, dtype=dtype)
             return array, array.ctypes.data
-        tensor = host_tensor(list(shape), torch_dtype(self._model, name), self._pinned)
+        tensor = new_tensor(self._model, name, "cpu", list(shape), "part of tensor")
         return tensor, tensor.data_ptr()
-
-    def _read_host(self, names):
-        """{name: tensor} of whole tensors read into host memory in one native load."""
-        if self._numpy:
-            held = [self._host_tensor(self._model.load_shape(n), n) for n in names]
-        else:  # one pinned slab for the batch
-            tensors = host_tensors([(list(self._model.load_shape(n)), torch_dtype(self._model, n))
-                                    for n in names], self._pinned)
-            held = [(t, t.data_ptr()) for t in tensors]
-        out = {n: tensor for n, (tensor, _) in zip(names, held)}
-        destinations = [(n, address) for n, (_, address) in zip(names, held)
-                        if self._model.tensors[n].nbytes]
-        if destinations:
-            try:
-                _engine.fill(self._model, destinations, "host", keep=out)
-            except HoistError as e:
-                raise self.Error(str(e)) from e
-        return out
 
     def _load_one_region(self, name, cut):
         """Rows r0:r1, columns c0:c1 of tensor `name` (cut), read alone into host memory."""
         tensor, address = self._host_tensor(_region_shape(self._model, name, cut), name)
         self._load_regions([_region_tuple(self._model, name, cut, address)], "host")
         return tensor
-
-
-def _weak_read(reader):
-    """reader._read_host without keeping the reader alive: a handle its caller drops without
-    closing is collected, and closing it ends its read-ahead thread."""
-    ref = weakref.ref(reader)
-
-    def read(names):
-        owner = ref()
-        if owner is None:
-            raise HoistError("the file's handle is gone", "cancelled")
-        return owner._read_host(names)
-    return read
 
 
 def _whole_index(index, ndim):

@@ -343,6 +343,80 @@ class Stream {
   std::thread thread_;
 };
 
+// One tensor read by a Reader: its host memory, the Python object's while it lives (buffer
+// protocol: torch.frombuffer and numpy.frombuffer keep it alive while they view it).
+class HostBuffer {
+ public:
+  explicit HostBuffer(hoist_host_tensor* tensor) : tensor_(tensor) {}
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  ~HostBuffer() { hoist_host_tensor_free(tensor_); }
+
+  py::buffer_info Buffer() const {
+    return py::buffer_info(hoist_host_tensor_data(tensor_), 1,
+                           py::format_descriptor<uint8_t>::format(), 1,
+                           {static_cast<py::ssize_t>(nbytes())}, {1}, /*readonly=*/false);
+  }
+  uint64_t nbytes() const { return hoist_host_tensor_size(tensor_); }
+  bool pinned() const { return hoist_host_tensor_pinned(tensor_) != 0; }
+
+ private:
+  hoist_host_tensor* tensor_;
+};
+
+// A consumer-ordered reader of whole tensors into host memory (hoist_reader_open).
+class Reader {
+ public:
+  Reader(std::shared_ptr<hoist_model> model, hoist_reader* reader)
+      : model_(std::move(model)), reader_(reader) {}
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  ~Reader() { Close(); }
+
+  // Tensor `index`, waited for without the GIL; Ctrl-C raises KeyboardInterrupt within 0.1 s
+  // (the read goes on: asking again waits for it).
+  std::unique_ptr<HostBuffer> Take(size_t index) {
+    if (reader_ == nullptr) {
+      throw py::value_error("the reader is closed");
+    }
+    for (;;) {
+      hoist_host_tensor* tensor = nullptr;
+      hoist_status status = HOIST_OK;
+      {
+        py::gil_scoped_release release;
+        status = hoist_reader_take(reader_, index, 100, &tensor);
+      }
+      if (status != HOIST_OK) Raise(status);
+      if (tensor != nullptr) return std::make_unique<HostBuffer>(tensor);
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+
+  py::dict Stats() const {
+    hoist_reader_stats s{};
+    if (reader_ != nullptr) hoist_reader_stats_get(reader_, &s);
+    py::dict out;
+    out["hits"] = s.hits;
+    out["waits"] = s.waits;
+    out["misses"] = s.misses;
+    out["batches"] = s.batches;
+    out["read_bytes"] = s.read_bytes;
+    return out;
+  }
+
+  // Stops the read-ahead; tensors taken stay valid. Safe to call more than once.
+  void Close() {
+    hoist_reader* reader = std::exchange(reader_, nullptr);
+    if (reader == nullptr) return;
+    py::gil_scoped_release release;
+    hoist_reader_close(reader);
+  }
+
+ private:
+  std::shared_ptr<hoist_model> model_;  // the reader reads its directory
+  hoist_reader* reader_;
+};
+
 class Model {
  public:
   explicit Model(const std::string& path) {
@@ -481,6 +555,26 @@ class Model {
   }
 
   // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
+  // A consumer-ordered reader of the tensors at `indices` (all when empty) into host memory.
+  std::unique_ptr<Reader> OpenReader(const std::vector<size_t>& indices, int pinned,
+                                     uint64_t ahead_bytes, int threads, uint64_t chunk_bytes,
+                                     uint64_t staging_bytes, double stall_timeout_s,
+                                     bool direct_io) {
+    hoist_load_options load = LoadOptions("host", threads, chunk_bytes, staging_bytes,
+                                          stall_timeout_s, direct_io, nullptr);
+    load.progress = nullptr;
+    hoist_reader_options options;
+    hoist_reader_options_init(&options);
+    options.tensors = indices.data();
+    options.tensor_count = indices.size();
+    options.pinned = pinned;
+    options.ahead_bytes = ahead_bytes;
+    hoist_reader* reader = nullptr;
+    const hoist_status status = hoist_reader_open(model_.get(), &load, &options, &reader);
+    if (status != HOIST_OK) Raise(status);
+    return std::make_unique<Reader>(model_, reader);
+  }
+
   std::unique_ptr<Stream> StreamTensors(const std::vector<py::str>& names,
                                         const std::string& device, int threads,
                                         uint64_t chunk_bytes, uint64_t staging_bytes,
@@ -665,7 +759,19 @@ PYBIND11_MODULE(_native, m) {
            py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
       .def("stream", &Model::StreamTensors, py::arg("names"), py::arg("device"),
            py::arg("threads") = 0, py::arg("chunk_bytes") = 0, py::arg("staging_bytes") = 0,
-           py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false);
+           py::arg("stall_timeout_s") = 0.0, py::arg("direct_io") = false)
+      .def("reader", &Model::OpenReader, py::arg("indices"), py::arg("pinned") = -1,
+           py::arg("ahead_bytes") = 0, py::arg("threads") = 0, py::arg("chunk_bytes") = 0,
+           py::arg("staging_bytes") = 0, py::arg("stall_timeout_s") = 0.0,
+           py::arg("direct_io") = false);
+  py::class_<Reader>(m, "Reader")
+      .def("take", &Reader::Take, py::arg("index"))
+      .def("stats", &Reader::Stats)
+      .def("close", &Reader::Close);
+  py::class_<HostBuffer>(m, "HostBuffer", py::buffer_protocol())
+      .def_buffer(&HostBuffer::Buffer)
+      .def_property_readonly("nbytes", &HostBuffer::nbytes)
+      .def_property_readonly("pinned", &HostBuffer::pinned);
   py::class_<Loaded>(m, "Loaded")
       .def("parts", &Loaded::parts)
       .def_property_readonly("report", &Loaded::report);
@@ -684,6 +790,28 @@ PYBIND11_MODULE(_native, m) {
         return places_parts != 0;
       },
       "whether the split places parts of tensors (tensor, replicate) rather than whole ones");
+  m.def(
+      "on_host_memory_reuse",
+      [](py::object settle) {
+        static py::object* held = new py::object();  // the process's hook, never destroyed
+        *held = std::move(settle);
+        if (held->is_none()) {
+          hoist_set_host_memory_reuse_hook(nullptr, nullptr);
+          return;
+        }
+        hoist_set_host_memory_reuse_hook(
+            [](void* user) {
+              if (Py_IsInitialized() == 0) return;
+              py::gil_scoped_acquire gil;
+              try {
+                (*static_cast<py::object*>(user))();
+              } catch (py::error_already_set& e) {
+                e.discard_as_unraisable("hoist's host memory reuse hook");
+              }
+            },
+            held);
+      },
+      "settle() runs before pinned host memory freed by its tensors is handed out again");
   m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");

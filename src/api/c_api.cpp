@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/host_reader.h"
 #include "api/request.h"
 #include "base/build_info.h"
 #include "format/directory_json.h"
@@ -31,6 +32,14 @@ struct hoist_loaded {
   explicit hoist_loaded(hoist::CompletedLoad l) : loaded(std::move(l)) {}
   hoist::CompletedLoad loaded;
   std::string report_json;
+};
+
+struct hoist_reader {
+  std::unique_ptr<hoist::ReadAhead> reader;
+};
+
+struct hoist_host_tensor {
+  hoist::HostTensor tensor;
 };
 
 namespace {
@@ -578,7 +587,92 @@ const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
 
 void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
 
-void hoist_release_cached_memory(void) { hoist::ReleaseCachedMemory(); }
+void hoist_reader_options_init(hoist_reader_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->pinned = -1;
+}
+
+hoist_status hoist_reader_open(hoist_model* model, const hoist_load_options* load,
+                               const hoist_reader_options* options, hoist_reader** out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  *out = nullptr;
+  if (options != nullptr && options->struct_size < sizeof *options) {
+    return Invalid("hoist_reader_options.struct_size is too small: call hoist_reader_options_init");
+  }
+  return Guarded([&] {
+    auto request = ToRequest(load);
+    if (!request.ok()) return Fail(request.status());
+    hoist::HostReaderRequest reader_request;
+    reader_request.load = std::move(*request);
+    if (options != nullptr) {
+      auto tensors = Array(options->tensors, options->tensor_count, "tensors");
+      if (!tensors.ok()) return Fail(tensors.status());
+      reader_request.indices = std::move(*tensors);
+      using Pin = hoist::HostReaderRequest::Pin;
+      reader_request.pin = options->pinned < 0    ? Pin::kSettings
+                           : options->pinned == 0 ? Pin::kOff
+                                                  : Pin::kOn;
+      reader_request.ahead_bytes = options->ahead_bytes;
+    }
+    auto reader = hoist::OpenHostReader(model->dir, reader_request);
+    if (!reader.ok()) return Fail(reader.status());
+    *out = new hoist_reader{std::move(*reader)};
+    return HOIST_OK;
+  });
+}
+
+hoist_status hoist_reader_take(hoist_reader* reader, size_t index, uint32_t timeout_ms,
+                               hoist_host_tensor** out) {
+  if (reader == nullptr || out == nullptr) return Invalid("reader and out must not be NULL");
+  *out = nullptr;
+  return Guarded([&] {
+    auto taken = reader->reader->Take(index, timeout_ms / 1000.0);
+    if (!taken.ok()) return Fail(taken.status());
+    if (taken->has_value()) *out = new hoist_host_tensor{std::move(**taken)};
+    return HOIST_OK;
+  });
+}
+
+void hoist_reader_stats_get(const hoist_reader* reader, hoist_reader_stats* out) {
+  if (reader == nullptr || out == nullptr) return;
+  const hoist::ReadAheadStats s = reader->reader->stats();
+  *out = {s.hits, s.waits, s.misses, s.batches, s.read_bytes};
+}
+
+void hoist_reader_close(hoist_reader* reader) {
+  if (reader == nullptr) return;
+  reader->reader->Close();
+  delete reader;
+}
+
+void* hoist_host_tensor_data(const hoist_host_tensor* tensor) {
+  return tensor == nullptr ? nullptr : tensor->tensor.data;
+}
+
+uint64_t hoist_host_tensor_size(const hoist_host_tensor* tensor) {
+  return tensor == nullptr ? 0 : tensor->tensor.nbytes;
+}
+
+int hoist_host_tensor_pinned(const hoist_host_tensor* tensor) {
+  return tensor != nullptr && tensor->tensor.slab && tensor->tensor.slab->pinned ? 1 : 0;
+}
+
+void hoist_host_tensor_free(hoist_host_tensor* tensor) { delete tensor; }
+
+void hoist_set_host_memory_reuse_hook(hoist_reuse_fn settle, void* user) {
+  if (settle == nullptr) {
+    hoist::SetHostMemoryReuseHook({});
+    return;
+  }
+  hoist::SetHostMemoryReuseHook([settle, user] { settle(user); });
+}
+
+void hoist_release_cached_memory(void) {
+  hoist::ReleaseHostSlabs();
+  hoist::ReleaseCachedMemory();
+}
 
 const char* hoist_last_error(void) { return g_last_error; }
 

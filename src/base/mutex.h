@@ -40,6 +40,10 @@ class HOIST_SCOPED_CAPABILITY MutexLock {
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;
 
+  // For work done without the mutex inside the scope; Lock() before the scope ends.
+  void Unlock() HOIST_RELEASE() { lock_.unlock(); }
+  void Lock() HOIST_ACQUIRE() { lock_.lock(); }
+
   // As std::condition_variable's: the mutex is released while waiting and held again after.
   // The analysis does not look into `done`, which runs with the mutex held.
   template <typename Done>

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstddef>
@@ -478,6 +480,49 @@ TEST(CApiTest, RankModeLoadsEachRanksSlicesAndGathersTheWholeTensors) {
   polled.start = nullptr;
   EXPECT_EQ(hoist_load_rank_ex(model, &options, "replicate", 0, 1, &polled, &loaded),
             HOIST_INVALID_ARGUMENT);
+  hoist_model_close(model);
+}
+
+// A rank waiting for its peers in a polled all-gather that never finishes stops within 0.5 s of
+// the progress callback's cancel (what Ctrl-C does through every front end), and says so.
+TEST(CApiTest, ARankWaitingForItsPeersIsCancelledWithinHalfASecond) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  struct Job {
+    std::atomic<bool> polling{false};
+    std::atomic<bool> cancel{false};
+  } job;
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host";
+  options.stall_timeout_s = 60;
+  options.progress = [](void* user, uint64_t, uint64_t) {
+    return static_cast<Job*>(user)->cancel.load() ? 1 : 0;
+  };
+  options.progress_user = &job;
+  hoist_all_gather never{[](void*, void*, uint64_t) { return 0; },
+                         [](void* user) {
+                           static_cast<Job*>(user)->polling = true;
+                           return 0;
+                         },
+                         &job};
+  std::chrono::steady_clock::time_point cancelled_at;
+  std::thread user([&] {
+    while (!job.polling) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // well inside the wait
+    cancelled_at = std::chrono::steady_clock::now();
+    job.cancel = true;
+  });
+  hoist_loaded* loaded = nullptr;
+  const hoist_status status =
+      hoist_load_rank_ex(model, &options, "replicate", 0, 2, &never, &loaded);
+  const auto returned_at = std::chrono::steady_clock::now();
+  user.join();
+  EXPECT_EQ(status, HOIST_CANCELLED) << hoist_last_error();
+  EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.5);
+  EXPECT_NE(std::strstr(hoist_last_error(), "cancelled by the progress callback in the all-gather"),
+            nullptr)
+      << hoist_last_error();
   hoist_model_close(model);
 }
 

@@ -1,0 +1,52 @@
+#include "api/settings.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "base/platform.h"
+
+namespace hoist {
+namespace {
+
+constexpr double kLargestMib = 1ULL << 30;
+
+Status ReadMib(const char* name, uint64_t& bytes) {
+  const std::string value = EnvironmentVariable(name);
+  if (value.empty()) return Status::Ok();
+  char* end = nullptr;
+  const double mib = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0' || !(mib >= 0 && mib <= kLargestMib)) {
+    return Status::InvalidArgument(std::string(name) + "='" + value +
+                                   "': expected a number of MiB from 0 to " +
+                                   std::to_string(1ULL << 30));
+  }
+  bytes = static_cast<uint64_t>(mib * (1 << 20));
+  return Status::Ok();
+}
+
+Status ReadPin(PinMode& pin) {
+  std::string value = EnvironmentVariable("HOIST_PIN");
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value.empty() || value == "auto") return Status::Ok();
+  if (value == "1" || value == "on" || value == "true" || value == "yes") {
+    pin = PinMode::kOn;
+  } else if (value == "0" || value == "off" || value == "false" || value == "no") {
+    pin = PinMode::kOff;
+  } else {
+    return Status::InvalidArgument("HOIST_PIN='" + value + "': expected on, off or auto");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Settings> ProcessSettings() {
+  Settings s;
+  HOIST_RETURN_IF_ERROR(ReadMib("HOIST_AHEAD_MIB", s.ahead_bytes));
+  HOIST_RETURN_IF_ERROR(ReadMib("HOIST_PINNED_MIB", s.pinned_limit_bytes));
+  HOIST_RETURN_IF_ERROR(ReadPin(s.pin));
+  return s;
+}
+
+}  // namespace hoist
