@@ -3,7 +3,7 @@
 # earlier tree (`git archive --prefix=old/ REV | gzip > .device/ab/old.tar.gz`): builds the
 # Python module of that tree and of this one, then loads the 20 GiB safetensors sample warm with
 # hoist.load_file onto cuda:0, alternating A (old) and B (this), with the pinned copy ceiling
-# and the page-cache read measured in the same run. Results: $OUT/log.txt.
+# and the page-cache read measured in the same run. Results: $OUT/log.txt. KEEP_BUILDS=1: see below.
 set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
@@ -14,9 +14,12 @@ log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 [ -f "$MODEL" ] || $BIN/hoist make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 | tail -1
 # shellcheck source=scripts/device/build_python.sh
 . scripts/device/build_python.sh
-rm -rf /tmp/ab && mkdir -p /tmp/ab && tar xzf .device/ab/old.tar.gz -C /tmp/ab
-log "building A (the old tree) and B (this one)"
-(build_python_tree /tmp/ab/old /tmp/ab/build-a) & (build_python_tree "$PWD" /tmp/ab/build-b) & wait
+# KEEP_BUILDS=1 reuses the two builds an earlier A/B script of this run left in /tmp/ab.
+if [ -z "${KEEP_BUILDS:-}" ] || [ ! -f /tmp/ab/build-b/python/hoist/__init__.py ]; then
+  rm -rf /tmp/ab && mkdir -p /tmp/ab && tar xzf .device/ab/old.tar.gz -C /tmp/ab
+  log "building A (the old tree) and B (this one)"
+  (build_python_tree /tmp/ab/old /tmp/ab/build-a) & (build_python_tree "$PWD" /tmp/ab/build-b) & wait
+fi
 [ -f /tmp/ab/build-a/python/hoist/__init__.py ] && [ -f /tmp/ab/build-b/python/hoist/__init__.py ] || { tail -30 /tmp/ab/build-*/*.txt; exit 1; }
 cat "$MODEL" >/dev/null
 $BIN/hoist_ceilings read "$MODEL" --threads 16 --chunk-mib 8 | tee -a "$OUT/log.txt"
