@@ -383,6 +383,10 @@ void DecodingLoad::Watch() {
     if (options_.cancel != nullptr && options_.cancel->load()) stop_.store(true);
     std::vector<size_t> finished;
     bool idle = false;
+    // Read before looking at the decodes: every decode started before streaming ended is then
+    // in the list below (reading it after let the last tensor's decode go unwatched and
+    // unreported).
+    const bool streamed = streamed_.load();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (auto it = decodes_.begin(); it != decodes_.end();) {
@@ -423,7 +427,7 @@ void DecodingLoad::Watch() {
       stop_.store(true);
       return;
     }
-    if (idle && streamed_.load()) return;
+    if (idle && streamed) return;
     std::this_thread::sleep_for(kDecodePoll);
   }
 }
