@@ -4,9 +4,7 @@ and slices of them."""
 import os
 import threading
 
-from . import _engine
-from ._engine import (_NUMPY_DTYPES, Model, address_of, hoist_device, new_tensor, settle,
-                      torch_dtype)
+from ._engine import _NUMPY_DTYPES, Model, address_of, hoist_device, new_tensor, settle
 from ._engine import load_file as _hoist_load_file
 from ._errors import HoistError
 
