@@ -17,7 +17,8 @@ enum class PinMode : uint8_t {
 struct Settings {
   // HOIST_AHEAD_MIB: what a consumer-ordered reader reads ahead of its requests.
   uint64_t ahead_bytes = 1024ULL << 20;
-  // HOIST_PINNED_MIB: what the host tensors handed to callers may keep pinned at once.
+  // HOIST_PINNED_MIB: what the host tensors handed to callers may keep pinned at once; the
+  // pinned slab pool takes it once, when the process's first pinned reader opens.
   uint64_t pinned_limit_bytes = 8192ULL << 20;
   // HOIST_PIN=on|off|auto: whether host tensors handed to callers are pinned.
   PinMode pin = PinMode::kAuto;
