@@ -208,37 +208,43 @@ Result<std::vector<std::thread>> StartWorkers(const std::shared_ptr<VerifyJob>& 
   return pool;
 }
 
-// What a stalled verify was waiting on: the wait that began first.
-std::string StalledAt(const VerifyJob& job) HOIST_REQUIRES(job.mutex) {
+// The wait that began first, or null when no worker waits on a read.
+const Wait* OldestWait(const VerifyJob& job) HOIST_REQUIRES(job.mutex) {
   const Wait* oldest = nullptr;
   for (const Wait& w : job.waits) {
     if (w.kind != Wait::kNothing && (oldest == nullptr || w.since_ns < oldest->since_ns)) {
       oldest = &w;
     }
   }
-  if (oldest == nullptr) return "comparing the tensors";
-  const Item& item = job.items[oldest->item];
-  if (oldest->kind == Wait::kReadBack) {
+  return oldest;
+}
+
+// What a stalled verify was waiting on, in words.
+std::string StalledAt(const VerifyJob& job, const Wait& wait) HOIST_REQUIRES(job.mutex) {
+  const Item& item = job.items[wait.item];
+  if (wait.kind == Wait::kReadBack) {
     return "reading tensor '" + item.name + "' back from " + job.devices[item.device]->name();
   }
   return "reading " + job.files[item.file]->path() + " at byte " +
-         std::to_string(oldest->file_offset) + " (tensor '" + item.name + "')";
+         std::to_string(wait.file_offset) + " (tensor '" + item.name + "')";
 }
 
-// The watchdog: OK once the workers end; a stop signal, or no file read or read-back ending
-// for stall_timeout_s, is what ended the verify.
+// The watchdog: OK once the workers end; a stop signal, or a file read or read-back that has
+// not returned for stall_timeout_s while no other ended, is what ended the verify. Workers that
+// compare, or that a loaded machine has not scheduled yet, wait on nothing that could hang.
 Status Watch(VerifyJob& job, double stall_timeout_s) {
-  const auto timeout = std::chrono::nanoseconds(static_cast<int64_t>(stall_timeout_s * 1e9));
+  const auto timeout = static_cast<int64_t>(stall_timeout_s * 1e9);
   while (!job.running.WaitForNone(std::chrono::milliseconds(20))) {
     if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) return stop;
-    const auto idle = std::chrono::nanoseconds(VerifyJob::Now() - job.progress_ns.load());
-    if (idle > timeout) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
-      MutexLock lock(job.mutex);
-      return Status::Stalled("verify: no progress for " + std::string(seconds) + ": " +
-                             StalledAt(job) + " has not returned");
-    }
+    const int64_t now = VerifyJob::Now();
+    if (now - job.progress_ns.load() <= timeout) continue;
+    MutexLock lock(job.mutex);
+    const Wait* oldest = OldestWait(job);
+    if (oldest == nullptr || now - oldest->since_ns <= timeout) continue;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
+    return Status::Stalled("verify: no progress for " + std::string(seconds) + ": " +
+                           StalledAt(job, *oldest) + " has not returned");
   }
   return Status::Ok();
 }

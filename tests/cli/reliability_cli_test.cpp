@@ -207,16 +207,19 @@ TEST_F(ReliabilityCliTest, SigtermDuringBenchMeasurementsEndsItWithin2Seconds) {
   EXPECT_NE(p.Err().find("cancelled by signal 15"), std::string::npos) << p.Err();
 }
 
-// Overwritten in place while the load runs: exit 6, never 0 with torn tensors.
+// Overwritten in place while the load runs: exit 6, never 0 with torn tensors. The load is
+// stopped while the file is written, so a loaded machine cannot let it finish first.
 TEST_F(ReliabilityCliTest, FileWrittenToDuringALoadIsReportedAsChanged) {
   testing::AgeFile(model_);
   testing::HoistProcess p({"load", model_, "--device", "sim:bandwidth=8MB/s", "--quiet"});
   ASSERT_TRUE(p.WaitUntil([&] { return p.HasOpen(model_); }, testing::TimeBound(10)));
+  p.Signal(SIGSTOP);
   {
     std::fstream f(model_, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(model_) - 4096));
     f.write(std::string(4096, 'x').data(), 4096);
   }
+  p.Signal(SIGCONT);
   EXPECT_EQ(p.Wait(testing::TimeBound(10)), 6) << p.Err();
   EXPECT_NE(p.Err().find(model_ + ": written to"), std::string::npos) << p.Err();
 }
