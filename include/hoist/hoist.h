@@ -19,6 +19,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Entries kept for one release beside the plan entries that replace them; a caller's compiler
+ * warns where they are called unless HOIST_NO_DEPRECATED_WARNINGS is defined. */
+#if defined(HOIST_NO_DEPRECATED_WARNINGS)
+#define HOIST_DEPRECATED(replacement)
+#elif defined(__GNUC__) || defined(__clang__)
+#define HOIST_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#elif defined(_MSC_VER)
+#define HOIST_DEPRECATED(replacement) __declspec(deprecated("use " replacement))
+#else
+#define HOIST_DEPRECATED(replacement)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -150,9 +162,10 @@ hoist_status hoist_model_tensor_block(const hoist_model* model, size_t index, ui
  * rather than whole tensors, which hoist_model_place lists. HOIST_INVALID_ARGUMENT, naming
  * the choices, for a name that is no split. */
 hoist_status hoist_split_places_parts(const char* split, int* places_parts);
-/* Where a load with these options would put each tensor: device_of[i] is an index into the
- * options' device list (count: the model's tensor count). Opens the devices to read their free
- * memory; allocates nothing. */
+/* Deprecated: hoist_model_plan. Where a load with these options would put each tensor:
+ * device_of[i] is an index into the options' device list (count: the model's tensor count).
+ * Opens the devices to read their free memory; allocates nothing. */
+HOIST_DEPRECATED("hoist_model_plan")
 hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* options,
                                uint32_t* device_of, size_t count);
 
@@ -174,11 +187,13 @@ typedef struct hoist_region {
                         (row_end - row_begin) * (column_end - column_begin) bytes */
 } hoist_region;
 
-/* Loads regions (slices) of tensors into the caller's memory: a row range is read as one file
- * range; a column range reads its rows' file range once into pinned staging and copies only the
- * columns to the device. hoist_loaded_tensor(loaded, i) is region i's destination. The
- * options' names, checksum and destinations_when_needed must be unset; hoist_loaded_verify
- * refuses the result (the caller compares what it asked for). */
+/* Deprecated: hoist_plan_from_parts and hoist_load_plan. Loads regions (slices) of tensors into
+ * the caller's memory: a row range is read as one file range; a column range reads its rows'
+ * file range once into pinned staging and copies only the columns to the device.
+ * hoist_loaded_tensor(loaded, i) is region i's destination. The options' names, checksum and
+ * destinations_when_needed must be unset; hoist_loaded_verify refuses the result (the caller
+ * compares what it asked for). */
+HOIST_DEPRECATED("hoist_plan_from_parts and hoist_load_plan")
 hoist_status hoist_load_regions(hoist_model* model, const hoist_load_options* options,
                                 const hoist_region* regions, size_t count, hoist_loaded** out);
 /* A part of a tensor bound for one device, as hoist_region is, with its device. */
@@ -192,34 +207,79 @@ typedef struct hoist_part {
                         hoist allocates (every part has a destination or none has) */
 } hoist_part;
 
-/* How `split` places the model on the options' devices: "tensor" cuts each weight among them
- * (tensor parallel: attention q/k/v, MLP gate/up, embeddings and the output head by rows;
- * attention output and MLP down by columns; the rest whole on every device) in proportion to
- * split_shares (default equal); "replicate" puts every tensor on every device. Writes up to
- * `capacity` parts and sets *count to how many there are (capacity 0 asks the count). Opens
- * the devices to read their free memory: HOIST_DEVICE_ERROR when one would not hold its parts. */
+/* Deprecated: hoist_model_plan. How `split` places the model on the options' devices, parts
+ * even on one device: "tensor" cuts each weight among them (tensor parallel: attention q/k/v, MLP
+ * gate/up, embeddings and the output head by rows; attention output and MLP down by columns; the
+ * rest whole on every device) in proportion to split_shares (default equal); "replicate" puts every
+ * tensor on every device. Writes up to `capacity` parts and sets *count to how many there are
+ * (capacity 0 asks the count). Opens the devices to read their free memory: HOIST_DEVICE_ERROR when
+ * one would not hold its parts. */
+HOIST_DEPRECATED("hoist_model_plan")
 hoist_status hoist_model_split(hoist_model* model, const hoist_load_options* options,
                                const char* split, hoist_part* parts, size_t capacity,
                                size_t* count);
-/* The parts `split` gives `devices` devices (device: 0 to devices - 1), as hoist_model_split
- * does, without opening a device or checking memory: what one rank of a job that runs a process
- * per device takes its share from (the parts with device == its rank). */
+/* Deprecated: hoist_model_plan_cut. The parts `split` gives `devices` devices (device: 0 to
+ * devices - 1), as hoist_model_split does, without opening a device or checking memory: what one
+ * rank of a job that runs a process per device takes its share from (the parts with device == its
+ * rank). */
+HOIST_DEPRECATED("hoist_model_plan_cut")
 hoist_status hoist_model_cut(const hoist_model* model, const char* split, uint32_t devices,
                              const double* shares, size_t share_count, hoist_part* parts,
                              size_t capacity, size_t* count);
-/* hoist_model_cut with the options' split_shares and split_plan (the rest of the options is
- * not used). */
+/* Deprecated: hoist_model_plan_cut. hoist_model_cut with the options' split_shares and
+ * split_plan (the rest of the options is not used). */
+HOIST_DEPRECATED("hoist_model_plan_cut")
 hoist_status hoist_model_cut_ex(const hoist_model* model, const hoist_load_options* options,
                                 const char* split, uint32_t devices, hoist_part* parts,
                                 size_t capacity, size_t* count);
-/* Loads parts onto the options' devices in one load: parts that cover the same rows of a tensor
- * (its columns cut among devices, or the whole tensor on each) are read once for all of them,
+/* Deprecated: hoist_plan_from_parts and hoist_load_plan. Loads parts onto the options' devices
+ * in one load: parts that cover the same rows of a tensor (its columns cut among devices, or
+ * the whole tensor on each) are read once for all of them,
  * and whole tensors on several GPUs that reach each other go 1/N over each host link and on
  * over NVLink/P2P. hoist_loaded_tensor(loaded, i) is part i, hoist_loaded_tensor_device its
  * device; hoist_loaded_verify compares every part with the file. The options' names,
  * placement, checksum and destinations_when_needed must be unset. */
+HOIST_DEPRECATED("hoist_plan_from_parts and hoist_load_plan")
 hoist_status hoist_load_parts(hoist_model* model, const hoist_load_options* options,
                               const hoist_part* parts, size_t count, hoist_loaded** out);
+/* A load's plan: where each byte of the model goes, as parts (hoist_part). The one way to see a
+ * load before it runs, to change where it lands and to run it:
+ *   hoist_model_plan -> hoist_plan_part / hoist_plan_set_destination -> hoist_load_plan.
+ * A load of whole tensors (one device, split "layer", a placement) has one part per tensor of
+ * the model, in its order, each whole (row_bytes its nbytes, rows [0, 1), bytes [0, nbytes));
+ * a split that places parts ("tensor", "replicate", a registered one) on several devices has
+ * its parts. Either way hoist_loaded_tensor(loaded, i) of the load is part i. A plan is not
+ * thread-safe; the model must outlive it. */
+typedef struct hoist_plan hoist_plan;
+/* What hoist_load with these options would do: opens the options' devices to check that each
+ * holds its parts (HOIST_DEVICE_ERROR with the numbers otherwise); allocates no device memory.
+ * The options' split, split_shares, split_plan and placement make the plan. */
+hoist_status hoist_model_plan(hoist_model* model, const hoist_load_options* options,
+                              hoist_plan** out);
+/* The parts the options' split (one that places parts) gives `devices` devices, without
+ * opening a device or checking memory: what each rank of a job of `devices` processes takes its
+ * share from (the parts whose device is its rank; hoist_load_rank loads them). Such a plan is
+ * read, not loaded: hoist_load_plan refuses it. */
+hoist_status hoist_model_plan_cut(const hoist_model* model, const hoist_load_options* options,
+                                  uint32_t devices, hoist_plan** out);
+/* A plan of parts the caller chose (its own cut of the model), for the devices of the options
+ * it is loaded with: each part's device indexes them. Checked when loaded. */
+hoist_status hoist_plan_from_parts(const hoist_model* model, const hoist_part* parts, size_t count,
+                                   hoist_plan** out);
+size_t hoist_plan_part_count(const hoist_plan* plan);
+/* Part `index`: its tensor, rows, bytes of each row, device and destination (NULL: none set). */
+hoist_status hoist_plan_part(const hoist_plan* plan, size_t index, hoist_part* out);
+/* Part `index` loads into `destination`, the caller's memory on its device holding the part's
+ * rows packed; NULL unsets it. A plan is loaded with a destination for every part or for none
+ * (then hoist allocates one block per device, freed in hoist_loaded_free). */
+hoist_status hoist_plan_set_destination(hoist_plan* plan, size_t index, void* destination);
+/* Loads the plan. The options give the devices (the ones the plan was made for: the same
+ * device string) and the settings; their split, split_shares, split_plan and placement are not
+ * read. The options' names load only those tensors of a plan of whole tensors (the others'
+ * hoist_loaded_tensor is NULL); a plan of parts takes no names and no checksum. */
+hoist_status hoist_load_plan(hoist_model* model, const hoist_load_options* options,
+                             const hoist_plan* plan, hoist_loaded** out);
+void hoist_plan_free(hoist_plan* plan);
 /* Rank mode's exchange, the job's own (ncclAllGather, MPI_Allgather): fill `block`
  * (world * chunk_bytes bytes on this rank's device) with every rank's chunk r at
  * r * chunk_bytes; this rank's own is in place. Return 0, or nonzero to fail the load. */
@@ -253,9 +313,9 @@ hoist_status hoist_load_rank(hoist_model* model, const hoist_load_options* optio
                              const char* split, uint32_t rank, uint32_t world,
                              hoist_all_gather_fn all_gather, void* user, hoist_loaded** out);
 void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index); /* NULL if not loaded */
-/* For a load of parts (hoist_load_parts, hoist_load_rank, hoist_load with split "tensor" or
- * "replicate"): what part `index` is (its destination: where it was loaded).
- * HOIST_INVALID_ARGUMENT for a load of whole tensors or an index out of range. */
+/* What part `index` of the load is (its destination: where it was loaded; NULL for a tensor not
+ * loaded): for a load of whole tensors, tensor `index` whole on its device (device 0 when it
+ * was not loaded). HOIST_INVALID_ARGUMENT for an index out of range. */
 hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_part* out);
 /* The index, in the options' device list, of the device that holds tensor `index`; -1 if it
  * was not loaded. */

@@ -39,7 +39,7 @@ class Loaded {
   void* tensor(size_t index) const { return hoist_loaded_tensor(loaded_.get(), index); }
   // The index of the options' device that holds tensor (or part) `index`; -1: not loaded.
   int device(size_t index) const { return hoist_loaded_tensor_device(loaded_.get(), index); }
-  // For a load of parts: what part `index` is and where it was loaded.
+  // What part `index` is and where it was loaded (a whole tensor for a load of whole tensors).
   hoist_part part(size_t index) const {
     hoist_part out{};
     Check(hoist_loaded_part(loaded_.get(), index, &out));
@@ -63,6 +63,31 @@ class Loaded {
  private:
   std::shared_ptr<hoist_model> model_;  // declared first: freed after loaded_
   std::unique_ptr<hoist_loaded, void (*)(hoist_loaded*)> loaded_;
+};
+
+// A load's plan (hoist_plan): its parts, each whole tensor one part; set where parts land,
+// then Model::load(options, plan).
+class Plan {
+ public:
+  explicit Plan(hoist_plan* plan) : plan_(plan, hoist_plan_free) {}
+  size_t size() const { return hoist_plan_part_count(plan_.get()); }
+  hoist_part part(size_t index) const {
+    hoist_part out{};
+    Check(hoist_plan_part(plan_.get(), index, &out));
+    return out;
+  }
+  std::vector<hoist_part> parts() const {
+    std::vector<hoist_part> out;
+    for (size_t i = 0; i < size(); ++i) out.push_back(part(i));
+    return out;
+  }
+  void set_destination(size_t index, void* destination) {
+    Check(hoist_plan_set_destination(plan_.get(), index, destination));
+  }
+  hoist_plan* get() const { return plan_.get(); }
+
+ private:
+  std::unique_ptr<hoist_plan, void (*)(hoist_plan*)> plan_;
 };
 
 class Model {
@@ -123,35 +148,60 @@ class Model {
         const_cast<std::function<void*(size_t, const hoist_tensor_info&)>*>(&destination), &out));
     return Loaded(out, model_);
   }
-  // Where a load with these options would put each tensor (an index into their devices).
-  std::vector<uint32_t> place(const hoist_load_options& options) {
-    std::vector<uint32_t> device_of(tensor_count());
-    Check(hoist_model_place(model_.get(), &options, device_of.data(), device_of.size()));
+  // What load(options) would do (hoist_model_plan).
+  Plan plan(const hoist_load_options& options) {
+    hoist_plan* out = nullptr;
+    Check(hoist_model_plan(model_.get(), &options, &out));
+    return Plan(out);
+  }
+  // The parts the options' split gives `devices` devices, opening none (hoist_model_plan_cut).
+  Plan plan_cut(const hoist_load_options& options, uint32_t devices) const {
+    hoist_plan* out = nullptr;
+    Check(hoist_model_plan_cut(model_.get(), &options, devices, &out));
+    return Plan(out);
+  }
+  // A plan of the caller's own parts (hoist_plan_from_parts).
+  Plan plan_from_parts(const std::vector<hoist_part>& parts) const {
+    hoist_plan* out = nullptr;
+    Check(hoist_plan_from_parts(model_.get(), parts.data(), parts.size(), &out));
+    return Plan(out);
+  }
+  Loaded load(const hoist_load_options& options, const Plan& plan) {
+    hoist_loaded* out = nullptr;
+    Check(hoist_load_plan(model_.get(), &options, plan.get(), &out));
+    return Loaded(out, model_);
+  }
+  // The entries before plans, over them, kept for one release.
+  [[deprecated("use plan")]] std::vector<uint32_t> place(const hoist_load_options& options) {
+    std::vector<uint32_t> device_of;
+    for (const hoist_part& p : plan(options).parts()) device_of.push_back(p.device);
     return device_of;
   }
-  // The parts `split` gives the options' devices (hoist_model_split).
-  std::vector<hoist_part> split(const hoist_load_options& options, const std::string& split) {
-    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
-      return hoist_model_split(model_.get(), &options, split.c_str(), parts, capacity, count);
-    });
+  [[deprecated("use plan")]] std::vector<hoist_part> split(const hoist_load_options& options,
+                                                           const std::string& split) {
+    hoist_load_options with_split = options;
+    with_split.split = split.c_str();
+    return plan(with_split).parts();
   }
-  // The parts `split` gives `devices` devices, opening none (hoist_model_cut_ex).
-  std::vector<hoist_part> cut(const hoist_load_options& options, const std::string& split,
-                              uint32_t devices) const {
-    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
-      return hoist_model_cut_ex(model_.get(), &options, split.c_str(), devices, parts, capacity,
-                                count);
-    });
+  [[deprecated("use plan_cut")]] std::vector<hoist_part> cut(const hoist_load_options& options,
+                                                             const std::string& split,
+                                                             uint32_t devices) const {
+    hoist_load_options with_split = options;
+    with_split.split = split.c_str();
+    return plan_cut(with_split, devices).parts();
   }
-  Loaded load_regions(const hoist_load_options& options, const std::vector<hoist_region>& regions) {
-    hoist_loaded* out = nullptr;
-    Check(hoist_load_regions(model_.get(), &options, regions.data(), regions.size(), &out));
-    return Loaded(out, model_);
+  [[deprecated("use plan_from_parts")]] Loaded load_regions(
+      const hoist_load_options& options, const std::vector<hoist_region>& regions) {
+    std::vector<hoist_part> parts;
+    for (const hoist_region& r : regions) {
+      parts.push_back({r.tensor, r.row_bytes, r.row_begin, r.row_end, r.column_begin, r.column_end,
+                       0, r.destination});
+    }
+    return load(options, plan_from_parts(parts));
   }
-  Loaded load_parts(const hoist_load_options& options, const std::vector<hoist_part>& parts) {
-    hoist_loaded* out = nullptr;
-    Check(hoist_load_parts(model_.get(), &options, parts.data(), parts.size(), &out));
-    return Loaded(out, model_);
+  [[deprecated("use plan_from_parts")]] Loaded load_parts(const hoist_load_options& options,
+                                                          const std::vector<hoist_part>& parts) {
+    return load(options, plan_from_parts(parts));
   }
   // Rank mode (hoist_load_rank): all_gather(block, chunk_bytes) is the job's exchange and
   // returns 0, or nonzero to fail the load.
@@ -189,17 +239,6 @@ class Model {
 
  private:
   explicit Model(std::shared_ptr<hoist_model> model) : model_(std::move(model)) {}
-
-  // Asks `list` (parts, capacity, count) for the count, then the parts.
-  template <typename List>
-  static std::vector<hoist_part> Parts(List&& list) {
-    size_t count = 0;
-    Check(list(nullptr, 0, &count));
-    std::vector<hoist_part> parts(count);
-    Check(list(parts.data(), count, &count));
-    parts.resize(count);
-    return parts;
-  }
 
   std::shared_ptr<hoist_model> model_;  // shared with every Loaded made from it
 };

@@ -448,34 +448,32 @@ class Model {
   std::vector<uint32_t> Place(const std::string& devices, const std::vector<double>& shares,
                               const std::string& split_plan) {
     const hoist_load_options options = PlacementOptions(devices, shares, split_plan);
-    std::vector<uint32_t> device_of(hoist_model_tensor_count(model_.get()));
-    hoist_status status = HOIST_OK;
-    {
-      py::gil_scoped_release release;
-      status = hoist_model_place(model_.get(), &options, device_of.data(), device_of.size());
+    std::vector<uint32_t> device_of;
+    for (const auto& part : PlanParts(
+             [&](hoist_plan** out) { return hoist_model_plan(model_.get(), &options, out); })) {
+      device_of.push_back(std::get<6>(part));
     }
-    if (status != HOIST_OK) Raise(status);
     return device_of;
   }
 
-  // How `split` ("tensor" or "replicate") places the model on `devices` (joined by commas):
-  // one PartTuple per part.
+  // The plan of a load with `split` onto `devices` (joined by commas): one PartTuple per part
+  // (a whole tensor is one part).
   std::vector<PartTuple> Split(const std::string& devices, const std::string& split,
                                const std::vector<double>& shares, const std::string& split_plan) {
-    const hoist_load_options options = PlacementOptions(devices, shares, split_plan);
-    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
-      return hoist_model_split(model_.get(), &options, split.c_str(), parts, capacity, count);
-    });
+    hoist_load_options options = PlacementOptions(devices, shares, split_plan);
+    options.split = split.c_str();
+    return PlanParts(
+        [&](hoist_plan** out) { return hoist_model_plan(model_.get(), &options, out); });
   }
 
   // The parts `split` gives `devices` devices, without opening any (a rank's share of a job).
   std::vector<PartTuple> Cut(const std::string& split, uint32_t devices,
                              const std::vector<double>& shares, const std::string& split_plan) {
     static const std::string kNoDevice = "auto";  // a cut opens none
-    const hoist_load_options options = PlacementOptions(kNoDevice, shares, split_plan);
-    return Parts([&](hoist_part* parts, size_t capacity, size_t* count) {
-      return hoist_model_cut_ex(model_.get(), &options, split.c_str(), devices, parts, capacity,
-                                count);
+    hoist_load_options options = PlacementOptions(kNoDevice, shares, split_plan);
+    options.split = split.c_str();
+    return PlanParts([&](hoist_plan** out) {
+      return hoist_model_plan_cut(model_.get(), &options, devices, out);
     });
   }
 
@@ -492,12 +490,27 @@ class Model {
       native.push_back(
           {tensor, row_bytes, r0, r1, c0, c1, device, reinterpret_cast<void*>(address)});
     }
+    return LoadCallersParts(native, devices, progress, threads, chunk_bytes, staging_bytes,
+                            stall_timeout_s, direct_io);
+  }
+
+  // Loads the caller's parts (each with its destination) onto `devices` as one plan; returns
+  // the report.
+  std::string LoadCallersParts(const std::vector<hoist_part>& parts, const std::string& devices,
+                               const py::object& progress, int threads, uint64_t chunk_bytes,
+                               uint64_t staging_bytes, double stall_timeout_s, bool direct_io) {
+    hoist_plan* raw = nullptr;
+    if (hoist_status status = hoist_plan_from_parts(model_.get(), parts.data(), parts.size(), &raw);
+        status != HOIST_OK) {
+      Raise(status);
+    }
+    const std::unique_ptr<hoist_plan, void (*)(hoist_plan*)> plan(raw, hoist_plan_free);
     LoadCall call;
     call.progress = progress;
     hoist_load_options options = LoadOptions(devices, threads, chunk_bytes, staging_bytes,
                                              stall_timeout_s, direct_io, &call);
     return RunLoad(call, [&](hoist_loaded** out) {
-      return hoist_load_parts(model_.get(), &options, native.data(), native.size(), out);
+      return hoist_load_plan(model_.get(), &options, plan.get(), out);
     });
   }
 
@@ -540,18 +553,13 @@ class Model {
   std::string LoadRegions(const std::vector<RegionTuple>& regions, const std::string& device,
                           int threads, uint64_t chunk_bytes, uint64_t staging_bytes,
                           double stall_timeout_s, bool direct_io) {
-    std::vector<hoist_region> parts;
+    std::vector<hoist_part> parts;
     parts.reserve(regions.size());
     for (const auto& [tensor, row_bytes, r0, r1, c0, c1, address] : regions) {
-      parts.push_back({tensor, row_bytes, r0, r1, c0, c1, reinterpret_cast<void*>(address)});
+      parts.push_back({tensor, row_bytes, r0, r1, c0, c1, 0, reinterpret_cast<void*>(address)});
     }
-    LoadCall call;
-    call.progress = py::none();
-    hoist_load_options options =
-        LoadOptions(device, threads, chunk_bytes, staging_bytes, stall_timeout_s, direct_io, &call);
-    return RunLoad(call, [&](hoist_loaded** out) {
-      return hoist_load_regions(model_.get(), &options, parts.data(), parts.size(), out);
-    });
+    return LoadCallersParts(parts, device, py::none(), threads, chunk_bytes, staging_bytes,
+                            stall_timeout_s, direct_io);
   }
 
   // Starts a load of the named tensors (by index order of the caller's choosing) as a stream.
@@ -670,25 +678,23 @@ class Model {
     return options;
   }
 
-  // Asks `list` (hoist_model_split or hoist_model_cut: parts, capacity, count) for the count,
-  // then the parts, without the GIL.
-  template <typename ListFn>
-  static std::vector<PartTuple> Parts(ListFn&& list) {
-    std::vector<hoist_part> parts;
+  // The parts of the plan `make` (hoist_model_plan or hoist_model_plan_cut) gives, made
+  // without the GIL.
+  template <typename MakeFn>
+  static std::vector<PartTuple> PlanParts(MakeFn&& make) {
+    hoist_plan* raw = nullptr;
     hoist_status status = HOIST_OK;
     {
       py::gil_scoped_release release;
-      size_t count = 0;
-      status = list(nullptr, 0, &count);
-      if (status == HOIST_OK) {
-        parts.resize(count);
-        status = list(parts.data(), count, &count);
-      }
+      status = make(&raw);
     }
     if (status != HOIST_OK) Raise(status);
+    const std::unique_ptr<hoist_plan, void (*)(hoist_plan*)> plan(raw, hoist_plan_free);
     std::vector<PartTuple> out;
-    out.reserve(parts.size());
-    for (const hoist_part& p : parts) {
+    out.reserve(hoist_plan_part_count(plan.get()));
+    for (size_t i = 0; i < hoist_plan_part_count(plan.get()); ++i) {
+      hoist_part p{};
+      if (hoist_status s = hoist_plan_part(plan.get(), i, &p); s != HOIST_OK) Raise(s);
       out.emplace_back(p.tensor, p.row_bytes, p.row_begin, p.row_end, p.column_begin, p.column_end,
                        p.device);
     }

@@ -20,6 +20,7 @@
 #include "base/build_info.h"
 #include "format/directory_json.h"
 #include "format/dtypes.h"
+#define HOIST_NO_DEPRECATED_WARNINGS  // this file defines the deprecated entries
 #include "hoist/hoist.h"
 #include "pipeline/report_json.h"
 
@@ -32,6 +33,17 @@ struct hoist_loaded {
   explicit hoist_loaded(hoist::CompletedLoad l) : loaded(std::move(l)) {}
   hoist::CompletedLoad loaded;
   std::string report_json;
+};
+
+struct hoist_plan {
+  enum class Kind {
+    kPlaced,   // hoist_model_plan: for `device`, checked against its devices' memory
+    kCut,      // hoist_model_plan_cut: a job's shares, read and not loaded
+    kCallers,  // hoist_plan_from_parts: for the devices of the options it is loaded with
+  };
+  Kind kind = Kind::kPlaced;
+  hoist::Plan plan;
+  std::string device;  // kPlaced: the device string the options gave
 };
 
 struct hoist_reader {
@@ -224,6 +236,68 @@ void WriteParts(const std::vector<hoist::TensorRegion>& regions, hoist_part* par
     parts[i] = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
                 r.column_begin, r.column_end, r.device,    nullptr};
   }
+}
+
+// The parts `split` (the options' own when NULL) gives `devices` devices, opening none.
+hoist::Result<std::vector<hoist::TensorRegion>> CutFor(const hoist_model& model,
+                                                       const hoist_load_options* options,
+                                                       const char* split, uint32_t devices) {
+  HOIST_ASSIGN_OR_RETURN(hoist::LoadRequest request, ToRequest(options));
+  if (split != nullptr) {
+    HOIST_ASSIGN_OR_RETURN(request.split, hoist::ParseSplit(split, "split"));
+  }
+  return hoist::CutForDevices(model.dir, request, devices);
+}
+
+// The request that loads `plan`: the options' settings and devices, the plan's parts (a plan of
+// parts) or placement and destinations (a plan of whole tensors).
+hoist::Result<hoist::LoadRequest> PlanLoadRequest(const hoist_load_options* options,
+                                                  const hoist_plan& p) {
+  if (p.kind == hoist_plan::Kind::kCut) {
+    return hoist::Status::InvalidArgument(
+        "a plan cut for " + std::to_string(p.plan.devices) +
+        " devices without opening them is a job's shares: hoist_load_rank loads a rank's");
+  }
+  HOIST_ASSIGN_OR_RETURN(hoist::LoadRequest request, ToRequest(options));
+  if (p.kind == hoist_plan::Kind::kPlaced && request.device != p.device) {
+    return hoist::Status::InvalidArgument("the plan was made for device '" + p.device +
+                                          "'; the options name '" + request.device + "'");
+  }
+  request.shares.clear();
+  request.split_plan.clear();
+  request.placement.clear();
+  const std::vector<hoist::TensorRegion>& parts = p.plan.parts;
+  // Parts of no bytes need no memory: they count either way.
+  size_t given = 0;
+  size_t holding = 0;
+  for (const hoist::TensorRegion& r : parts) {
+    if ((r.row_end - r.row_begin) * (r.column_end - r.column_begin) == 0) continue;
+    ++holding;
+    if (r.destination != nullptr) ++given;
+  }
+  if (given != 0 && given != holding) {
+    return hoist::Status::InvalidArgument(
+        std::to_string(given) + " of the plan's " + std::to_string(holding) +
+        " parts that hold bytes have a destination: every part has one or none has");
+  }
+  if (p.plan.by_parts) {
+    request.split = p.plan.split;
+    request.parts = parts;
+    return request;
+  }
+  request.split = &hoist::DefaultPlacementPolicy();
+  if (p.plan.devices > 1) request.placement = hoist::DeviceOfTensors(parts, parts.size());
+  if (given != 0) {
+    std::vector<void*> destinations;
+    destinations.reserve(parts.size());
+    for (const hoist::TensorRegion& r : parts) destinations.push_back(r.destination);
+    request.options.destination = [destinations = std::move(destinations)](
+                                      size_t index,
+                                      const hoist::TensorEntry&) -> hoist::Result<void*> {
+      return destinations[index];
+    };
+  }
+  return request;
 }
 
 hoist_status OpenModel(const hoist::ModelSource& source, hoist_model** out) {
@@ -438,17 +512,95 @@ hoist_status hoist_model_cut_ex(const hoist_model* model, const hoist_load_optio
   if (parts == nullptr && capacity != 0) return Invalid("parts is NULL but capacity is not 0");
   if (devices == 0) return Invalid("devices must be at least 1");
   return Guarded([&] {
-    auto request = ToRequest(options);
-    if (!request.ok()) return Fail(request.status());
-    auto parsed = hoist::ParseSplit(split, "split");
-    if (!parsed.ok()) return Fail(parsed.status());
-    request->split = *parsed;
-    auto cut = hoist::CutForDevices(model->dir, *request, devices);
+    auto cut = CutFor(*model, options, split, devices);
     if (!cut.ok()) return Fail(cut.status());
     WriteParts(*cut, parts, capacity, count);
     return HOIST_OK;
   });
 }
+
+hoist_status hoist_model_plan(hoist_model* model, const hoist_load_options* options,
+                              hoist_plan** out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  return Guarded([&] {
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    auto plan = hoist::PlanRequest(model->dir, *request);
+    if (!plan.ok()) return Fail(plan.status());
+    *out = new hoist_plan{hoist_plan::Kind::kPlaced, std::move(plan).value(), request->device};
+    return HOIST_OK;
+  });
+}
+
+hoist_status hoist_model_plan_cut(const hoist_model* model, const hoist_load_options* options,
+                                  uint32_t devices, hoist_plan** out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  if (devices == 0) return Invalid("devices must be at least 1");
+  return Guarded([&] {
+    auto request = ToRequest(options);
+    if (!request.ok()) return Fail(request.status());
+    auto cut = hoist::CutForDevices(model->dir, *request, devices);
+    if (!cut.ok()) return Fail(cut.status());
+    hoist::Plan plan{request->split, devices, true, std::move(cut).value()};
+    *out = new hoist_plan{hoist_plan::Kind::kCut, std::move(plan), ""};
+    return HOIST_OK;
+  });
+}
+
+hoist_status hoist_plan_from_parts(const hoist_model* model, const hoist_part* parts, size_t count,
+                                   hoist_plan** out) {
+  if (model == nullptr || out == nullptr) return Invalid("model and out must not be NULL");
+  return Guarded([&] {
+    auto regions = ToRegions(parts, count);
+    if (!regions.ok()) return Fail(regions.status());
+    for (size_t i = 0; i < regions->size(); ++i) {
+      if ((*regions)[i].tensor >= model->dir.tensors.size()) {
+        return Invalid("parts[" + std::to_string(i) + "].tensor is " +
+                       std::to_string((*regions)[i].tensor) + "; the model has " +
+                       std::to_string(model->dir.tensors.size()) + " tensors");
+      }
+    }
+    uint32_t devices = 0;
+    for (const hoist::TensorRegion& r : *regions) devices = std::max(devices, r.device + 1);
+    hoist::Plan plan{&hoist::DefaultPlacementPolicy(), devices, true, std::move(regions).value()};
+    *out = new hoist_plan{hoist_plan::Kind::kCallers, std::move(plan), ""};
+    return HOIST_OK;
+  });
+}
+
+size_t hoist_plan_part_count(const hoist_plan* plan) {
+  return plan != nullptr ? plan->plan.parts.size() : 0;
+}
+
+hoist_status hoist_plan_part(const hoist_plan* plan, size_t index, hoist_part* out) {
+  if (plan == nullptr || out == nullptr) return Invalid("plan and out must not be NULL");
+  if (index >= plan->plan.parts.size()) return Invalid("part index out of range");
+  const hoist::TensorRegion& r = plan->plan.parts[index];
+  *out = {r.tensor,       r.row_bytes,  r.row_begin, r.row_end,
+          r.column_begin, r.column_end, r.device,    r.destination};
+  return HOIST_OK;
+}
+
+hoist_status hoist_plan_set_destination(hoist_plan* plan, size_t index, void* destination) {
+  if (plan == nullptr) return Invalid("plan must not be NULL");
+  if (index >= plan->plan.parts.size()) return Invalid("part index out of range");
+  plan->plan.parts[index].destination = destination;
+  return HOIST_OK;
+}
+
+hoist_status hoist_load_plan(hoist_model* model, const hoist_load_options* options,
+                             const hoist_plan* plan, hoist_loaded** out) {
+  if (model == nullptr || plan == nullptr || out == nullptr) {
+    return Invalid("model, plan and out must not be NULL");
+  }
+  return Guarded([&] {
+    auto request = PlanLoadRequest(options, *plan);
+    if (!request.ok()) return Fail(request.status());
+    return Finish(hoist::Load(model->dir, *request), out);
+  });
+}
+
+void hoist_plan_free(hoist_plan* plan) { delete plan; }
 
 hoist_status hoist_load_rank_ex(hoist_model* model, const hoist_load_options* options,
                                 const char* split, uint32_t rank, uint32_t world,
@@ -518,10 +670,7 @@ hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* opt
       return Invalid("split '" + request->split->name +
                      "' places parts: hoist_model_split says where");
     }
-    if (hoist::Status s = hoist::CheckRequest(*request); !s.ok()) return Fail(s);
-    auto devices = hoist::OpenRequestDevices(*request);
-    if (!devices.ok()) return Fail(devices.status());
-    auto plan = hoist::Place(model->dir, *devices, *request);
+    auto plan = hoist::PlanRequest(model->dir, *request);
     if (!plan.ok()) return Fail(plan.status());
     const std::vector<uint32_t> placed = hoist::DeviceOfTensors(plan->parts, count);
     std::copy(placed.begin(), placed.end(), device_of);
@@ -544,16 +693,18 @@ void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
 hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_part* out) {
   if (loaded == nullptr || out == nullptr) return Invalid("loaded and out must not be NULL");
   const hoist::Plan& plan = loaded->loaded.plan();
-  if (!plan.by_parts) return Invalid("a load of whole tensors has no parts");
-  if (index >= plan.parts.size()) return Invalid("part index out of range");
-  const hoist::TensorRegion& r = plan.parts[index];
+  const size_t count =
+      plan.by_parts ? plan.parts.size() : loaded->loaded.directory().tensors.size();
+  if (index >= count) return Invalid("part index out of range");
+  const hoist::TensorRegion r =
+      plan.by_parts ? plan.parts[index] : hoist::WholePart(loaded->loaded.directory(), index, 0);
   *out = {r.tensor,
           r.row_bytes,
           r.row_begin,
           r.row_end,
           r.column_begin,
           r.column_end,
-          static_cast<uint32_t>(hoist_loaded_tensor_device(loaded, index)),
+          static_cast<uint32_t>(std::max(0, hoist_loaded_tensor_device(loaded, index))),
           hoist_loaded_tensor(loaded, index)};
   return HOIST_OK;
 }

@@ -166,6 +166,18 @@ Result<Plan> Place(const TensorDirectory& dir,
   return plan;
 }
 
+Result<Plan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request) {
+  HOIST_RETURN_IF_ERROR(CheckRequest(request));
+  HOIST_ASSIGN_OR_RETURN(auto devices, OpenRequestDevices(request));
+  HOIST_ASSIGN_OR_RETURN(Plan plan, Place(dir, devices, request));
+  if (plan.by_parts) HOIST_RETURN_IF_ERROR(CheckParts(request));
+  if (!plan.by_parts && plan.parts.empty()) {  // all on the first device
+    plan.parts.reserve(dir.tensors.size());
+    for (size_t i = 0; i < dir.tensors.size(); ++i) plan.parts.push_back(WholePart(dir, i, 0));
+  }
+  return plan;
+}
+
 Result<std::vector<TensorRegion>> PlaceParts(
     const TensorDirectory& dir, const std::vector<std::shared_ptr<CheckedDevice>>& devices,
     const LoadRequest& request) {

@@ -85,6 +85,11 @@ Result<Plan> Place(const TensorDirectory& dir,
                    const std::vector<std::shared_ptr<CheckedDevice>>& devices,
                    const LoadRequest& request);
 
+// What Load(dir, request) would do, without loading: the request checked, its devices opened
+// and the plan placed on them (each checked to hold what it gets). A plan of whole tensors has
+// one whole part per tensor of dir, in order, on the device that gets it.
+Result<Plan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request);
+
 // The parts the request's split gives devices, on any number of them, each device checked to
 // hold its parts (what Place does for several devices).
 Result<std::vector<TensorRegion>> PlaceParts(

@@ -1,6 +1,10 @@
+// These tests keep the entries deprecated for the plan ones working for their last release.
+#define HOIST_NO_DEPRECATED_WARNINGS
 #include "hoist/hoist.h"
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -691,7 +695,10 @@ TEST(CApiTest, AModelInMemoryLoadsAsItsFileDoes) {
       << hoist_loaded_report_json(loaded);
   EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
   hoist_part part{};
-  EXPECT_EQ(hoist_loaded_part(loaded, 0, &part), HOIST_INVALID_ARGUMENT);  // whole tensors
+  ASSERT_EQ(hoist_loaded_part(loaded, 0, &part), HOIST_OK);  // tensor 0, whole
+  EXPECT_EQ(part.destination, hoist_loaded_tensor(loaded, 0));
+  EXPECT_EQ(hoist_loaded_part(loaded, hoist_model_tensor_count(model), &part),
+            HOIST_INVALID_ARGUMENT);
   hoist_loaded_free(loaded);
   hoist_model_close(model);
 
@@ -790,11 +797,23 @@ TEST(CApiTest, TheCppWrapperReachesEveryEntryPoint) {
   hoist_load_options options;
   hoist_load_options_init(&options);
   options.device = "sim,sim";
-  EXPECT_EQ(model.place(options).size(), 10u);
-  const std::vector<hoist_part> parts = model.split(options, "replicate");
+  EXPECT_EQ(model.plan(options).size(), 10u);  // whole tensors by layers
+  options.split = "replicate";
+  hoist::Plan plan = model.plan(options);
+  const std::vector<hoist_part> parts = plan.parts();
   ASSERT_EQ(parts.size(), 20u);  // every tensor on both
+  EXPECT_EQ(model.plan_cut(options, 2).size(), parts.size());
+  EXPECT_EQ(model.plan_from_parts(parts).size(), parts.size());
+  hoist::Loaded loaded = model.load(options, plan);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  // The methods before plans give what the plan entries give.
+  EXPECT_EQ(model.split(options, "replicate").size(), parts.size());
   EXPECT_EQ(model.cut(options, "replicate", 2).size(), parts.size());
-  hoist::Loaded loaded = model.load_parts(options, parts);
+  EXPECT_EQ(model.load_parts(options, parts).verify(), 0u);
+  options.split = nullptr;
+  EXPECT_EQ(model.place(options).size(), 10u);
+#pragma GCC diagnostic pop
   EXPECT_EQ(loaded.verify(), 0u);
   EXPECT_EQ(loaded.part(3).tensor, parts[3].tensor);
   EXPECT_EQ(loaded.device(3), static_cast<int>(parts[3].device));
@@ -876,3 +895,196 @@ TEST(CApiTest, StatusNamesAndTheVersion) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether `bytes` hold part p of the model's file (its rows, the part's bytes of each, packed).
+void ExpectPartIsTheFile(std::ifstream& file, hoist_model* model, const hoist_part& p,
+                         const void* bytes, size_t index) {
+  hoist_tensor_info t{};
+  ASSERT_EQ(hoist_model_tensor(model, p.tensor, &t), HOIST_OK);
+  const uint64_t width = p.column_end - p.column_begin;
+  if (width * (p.row_end - p.row_begin) == 0) return;
+  ASSERT_NE(bytes, nullptr) << t.name << " part " << index;
+  std::vector<unsigned char> row(width);
+  for (uint64_t r = p.row_begin; r < p.row_end; ++r) {
+    file.seekg(static_cast<std::streamoff>(t.offset + r * p.row_bytes + p.column_begin));
+    file.read(reinterpret_cast<char*>(row.data()), static_cast<std::streamsize>(width));
+    ASSERT_EQ(
+        std::memcmp(row.data(),
+                    static_cast<const unsigned char*>(bytes) + (r - p.row_begin) * width, width),
+        0)
+        << t.name << " part " << index << " row " << r;
+  }
+}
+
+std::vector<hoist_part> PlanParts(const hoist_plan* plan) {
+  std::vector<hoist_part> parts(hoist_plan_part_count(plan));
+  for (size_t i = 0; i < parts.size(); ++i)
+    EXPECT_EQ(hoist_plan_part(plan, i, &parts[i]), HOIST_OK);
+  return parts;
+}
+
+}  // namespace
+
+// One load shape: for every split, the plan is what hoist_load does (hoist_loaded_part of its
+// load gives the plan's parts) and what `hoist inspect --json` prints; hoist_load_plan loads each
+// part byte-exact into hoist's memory or the caller's.
+TEST(CApiTest, APlanIsWhatTheLoadDoesForEverySplitAndLoadsAsPlanned) {
+  hoist::testing::TempDir tmp;
+  hoist::SampleSpec spec;
+  spec.format = "safetensors";
+  spec.target_bytes = 2 << 20;
+  const std::string path = tmp.File("m.safetensors");
+  ASSERT_TRUE(hoist::WriteSampleModel(path, spec).ok());
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(path.c_str(), &model), HOIST_OK);
+  const size_t tensors = hoist_model_tensor_count(model);
+  std::ifstream file(path, std::ios::binary);
+  const std::vector<std::pair<const char*, const char*>> cases = {{"host", "layer"},
+                                                                  {"host", "tensor"},
+                                                                  {"host,host", "layer"},
+                                                                  {"host,host", "tensor"},
+                                                                  {"host,host", "replicate"}};
+  for (const auto& [device, split] : cases) {
+    SCOPED_TRACE(std::string(device) + " " + split);
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = device;
+    options.split = split;
+    hoist_plan* plan = nullptr;
+    ASSERT_EQ(hoist_model_plan(model, &options, &plan), HOIST_OK) << hoist_last_error();
+    const std::vector<hoist_part> parts = PlanParts(plan);
+    const bool whole = std::string(device) == "host" || std::string(split) == "layer";
+    if (whole) {
+      ASSERT_EQ(parts.size(), tensors);
+      for (size_t i = 0; i < tensors; ++i) {
+        hoist_tensor_info t{};
+        ASSERT_EQ(hoist_model_tensor(model, i, &t), HOIST_OK);
+        EXPECT_EQ(parts[i].tensor, i);
+        EXPECT_EQ(parts[i].row_end - parts[i].row_begin, 1u);
+        EXPECT_EQ(parts[i].column_end - parts[i].column_begin, t.nbytes);
+      }
+    } else {
+      EXPECT_GT(parts.size(), tensors);
+    }
+    // hoist_load with the same options loads the same parts.
+    hoist_loaded* loaded = nullptr;
+    ASSERT_EQ(hoist_load(model, &options, &loaded), HOIST_OK) << hoist_last_error();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      hoist_part got{};
+      ASSERT_EQ(hoist_loaded_part(loaded, i, &got), HOIST_OK) << hoist_last_error();
+      EXPECT_EQ(std::tie(got.tensor, got.row_begin, got.row_end, got.column_begin, got.column_end,
+                         got.device),
+                std::tie(parts[i].tensor, parts[i].row_begin, parts[i].row_end,
+                         parts[i].column_begin, parts[i].column_end, parts[i].device))
+          << "part " << i;
+    }
+    hoist_loaded_free(loaded);
+    // The plan, into hoist's memory.
+    ASSERT_EQ(hoist_load_plan(model, &options, plan, &loaded), HOIST_OK) << hoist_last_error();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      EXPECT_EQ(hoist_loaded_tensor_device(loaded, i), static_cast<int>(parts[i].device));
+      ExpectPartIsTheFile(file, model, parts[i], hoist_loaded_tensor(loaded, i), i);
+    }
+    EXPECT_EQ(hoist_loaded_verify(loaded, nullptr), HOIST_OK) << hoist_last_error();
+    hoist_loaded_free(loaded);
+    // The plan, into the caller's memory.
+    std::vector<std::vector<unsigned char>> memory(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      memory[i].resize((parts[i].row_end - parts[i].row_begin) *
+                       (parts[i].column_end - parts[i].column_begin));
+      ASSERT_EQ(hoist_plan_set_destination(plan, i, memory[i].data()), HOIST_OK);
+    }
+    ASSERT_EQ(hoist_load_plan(model, &options, plan, &loaded), HOIST_OK) << hoist_last_error();
+    hoist_loaded_free(loaded);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      ExpectPartIsTheFile(file, model, parts[i], memory[i].data(), i);
+    }
+    // The command line's plan for the same request.
+    if (std::string(device) == "host,host") {
+      const auto run = hoist::testing::RunHoist(
+          {"inspect", path, "--json", "--device", device, "--split", split});
+      ASSERT_EQ(run.exit_code, 0) << run.err;
+      const nlohmann::json placement = nlohmann::json::parse(run.out)["placement"];
+      if (whole) {
+        for (size_t i = 0; i < tensors; ++i) {
+          EXPECT_EQ(placement["device_of"][i].get<uint32_t>(), parts[i].device) << i;
+        }
+      } else {
+        ASSERT_EQ(placement["parts"].size(), parts.size());
+        for (size_t i = 0; i < parts.size(); ++i) {
+          const nlohmann::json& p = placement["parts"][i];
+          hoist_tensor_info t{};
+          ASSERT_EQ(hoist_model_tensor(model, parts[i].tensor, &t), HOIST_OK);
+          EXPECT_EQ(p["tensor"].get<std::string>(), t.name);
+          EXPECT_EQ(p["device"].get<uint32_t>(), parts[i].device);
+          EXPECT_EQ(p["rows"][0].get<uint64_t>(), parts[i].row_begin);
+          EXPECT_EQ(p["rows"][1].get<uint64_t>(), parts[i].row_end);
+          EXPECT_EQ(p["bytes"][0].get<uint64_t>(), parts[i].column_begin);
+          EXPECT_EQ(p["bytes"][1].get<uint64_t>(), parts[i].column_end);
+        }
+      }
+    }
+    hoist_plan_free(plan);
+  }
+  hoist_model_close(model);
+}
+
+// A plan loads only as it was made: onto its devices, with a destination for every part or
+// none; a cut for a job's ranks is read, not loaded; a caller's part names a tensor there is.
+TEST(CApiTest, APlanIsRefusedWhereItDoesNotApply) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host,host";
+  options.split = "replicate";
+  hoist_plan* plan = nullptr;
+  ASSERT_EQ(hoist_model_plan(model, &options, &plan), HOIST_OK) << hoist_last_error();
+  hoist_loaded* loaded = nullptr;
+  hoist_load_options other = options;
+  other.device = "host";
+  EXPECT_EQ(hoist_load_plan(model, &other, plan, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(),
+               "the plan was made for device 'host,host'; the options name 'host'");
+  unsigned char byte[64];
+  ASSERT_EQ(hoist_plan_set_destination(plan, 0, byte), HOIST_OK);
+  EXPECT_EQ(hoist_load_plan(model, &options, plan, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(hoist_last_error())
+                .find("1 of the plan's 20 parts that hold bytes have a "
+                      "destination: every part has one or none has"),
+            0u)
+      << hoist_last_error();
+  EXPECT_EQ(hoist_plan_set_destination(plan, 20, byte), HOIST_INVALID_ARGUMENT);
+  hoist_part part{};
+  EXPECT_EQ(hoist_plan_part(plan, 20, &part), HOIST_INVALID_ARGUMENT);
+  hoist_plan_free(plan);
+
+  ASSERT_EQ(hoist_model_plan_cut(model, &options, 2, &plan), HOIST_OK) << hoist_last_error();
+  size_t count = 0;
+  ASSERT_EQ(hoist_model_cut_ex(model, &options, "replicate", 2, nullptr, 0, &count), HOIST_OK);
+  std::vector<hoist_part> cut(count);
+  ASSERT_EQ(hoist_model_cut_ex(model, &options, "replicate", 2, cut.data(), count, &count),
+            HOIST_OK);
+  const std::vector<hoist_part> planned = PlanParts(plan);
+  ASSERT_EQ(planned.size(), cut.size());
+  for (size_t i = 0; i < cut.size(); ++i) {
+    EXPECT_EQ(std::tie(planned[i].tensor, planned[i].device),
+              std::tie(cut[i].tensor, cut[i].device));
+  }
+  EXPECT_EQ(hoist_load_plan(model, &options, plan, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(),
+               "a plan cut for 2 devices without opening them is a job's shares: hoist_load_rank "
+               "loads a rank's");
+  hoist_plan_free(plan);
+
+  options.split = "layer";
+  EXPECT_EQ(hoist_model_plan_cut(model, &options, 2, &plan), HOIST_INVALID_ARGUMENT);
+  hoist_part bad{};
+  bad.tensor = 10;
+  EXPECT_EQ(hoist_plan_from_parts(model, &bad, 1, &plan), HOIST_INVALID_ARGUMENT);
+  EXPECT_STREQ(hoist_last_error(), "parts[0].tensor is 10; the model has 10 tensors");
+  EXPECT_EQ(hoist_plan_from_parts(model, nullptr, 1, &plan), HOIST_INVALID_ARGUMENT);
+  hoist_model_close(model);
+}
