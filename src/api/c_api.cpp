@@ -42,7 +42,7 @@ struct hoist_plan {
     kCallers,  // hoist_plan_from_parts: for the devices of the options it is loaded with
   };
   Kind kind = Kind::kPlaced;
-  hoist::Plan plan;
+  hoist::ModelPlan plan;
   std::string device;  // kPlaced: the device string the options gave
 };
 
@@ -541,7 +541,7 @@ hoist_status hoist_model_plan_cut(const hoist_model* model, const hoist_load_opt
     if (!request.ok()) return Fail(request.status());
     auto cut = hoist::CutForDevices(model->dir, *request, devices);
     if (!cut.ok()) return Fail(cut.status());
-    hoist::Plan plan{request->split, devices, true, std::move(cut).value()};
+    hoist::ModelPlan plan{request->split, devices, true, std::move(cut).value()};
     *out = new hoist_plan{hoist_plan::Kind::kCut, std::move(plan), ""};
     return HOIST_OK;
   });
@@ -562,7 +562,8 @@ hoist_status hoist_plan_from_parts(const hoist_model* model, const hoist_part* p
     }
     uint32_t devices = 0;
     for (const hoist::TensorRegion& r : *regions) devices = std::max(devices, r.device + 1);
-    hoist::Plan plan{&hoist::DefaultPlacementPolicy(), devices, true, std::move(regions).value()};
+    hoist::ModelPlan plan{&hoist::DefaultPlacementPolicy(), devices, true,
+                          std::move(regions).value()};
     *out = new hoist_plan{hoist_plan::Kind::kCallers, std::move(plan), ""};
     return HOIST_OK;
   });
@@ -692,7 +693,7 @@ void* hoist_loaded_tensor(const hoist_loaded* loaded, size_t index) {
 
 hoist_status hoist_loaded_part(const hoist_loaded* loaded, size_t index, hoist_part* out) {
   if (loaded == nullptr || out == nullptr) return Invalid("loaded and out must not be NULL");
-  const hoist::Plan& plan = loaded->loaded.plan();
+  const hoist::ModelPlan& plan = loaded->loaded.plan();
   const size_t count =
       plan.by_parts ? plan.parts.size() : loaded->loaded.directory().tensors.size();
   if (index >= count) return Invalid("part index out of range");

@@ -95,10 +95,13 @@ Result<std::unique_ptr<ReadAhead>> OpenHostReader(const TensorDirectory& dir,
                                      std::to_string(dir.tensors.size()) + " tensors");
     }
   }
-  std::stable_sort(tensors.file_order.begin(), tensors.file_order.end(), [&](size_t a, size_t b) {
+  // By the index last, so that an index named twice lands next to itself (tensors that share an
+  // offset, zero-byte ones, would otherwise keep the caller's order between its repeats).
+  std::sort(tensors.file_order.begin(), tensors.file_order.end(), [&](size_t a, size_t b) {
     const TensorEntry& x = dir.tensors[a];
     const TensorEntry& y = dir.tensors[b];
-    return x.file != y.file ? x.file < y.file : x.offset < y.offset;
+    if (x.file != y.file) return x.file < y.file;
+    return x.offset != y.offset ? x.offset < y.offset : a < b;
   });
   tensors.file_order.erase(std::unique(tensors.file_order.begin(), tensors.file_order.end()),
                            tensors.file_order.end());

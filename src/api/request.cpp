@@ -6,6 +6,7 @@
 #include <fstream>
 #include <utility>
 
+#include "api/settings.h"
 #include "format/model.h"
 #include "io/http_storage.h"
 #include "plan/placement/fit.h"
@@ -145,10 +146,10 @@ Result<std::vector<TensorRegion>> CheckedPlacement(const TensorDirectory& dir,
 
 }  // namespace
 
-Result<Plan> Place(const TensorDirectory& dir,
-                   const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-                   const LoadRequest& request) {
-  Plan plan;
+Result<ModelPlan> Place(const TensorDirectory& dir,
+                        const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                        const LoadRequest& request) {
+  ModelPlan plan;
   plan.split = request.split;
   plan.devices = devices.size();
   if (request.parts) {
@@ -166,10 +167,10 @@ Result<Plan> Place(const TensorDirectory& dir,
   return plan;
 }
 
-Result<Plan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request) {
+Result<ModelPlan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request) {
   HOIST_RETURN_IF_ERROR(CheckRequest(request));
   HOIST_ASSIGN_OR_RETURN(auto devices, OpenRequestDevices(request));
-  HOIST_ASSIGN_OR_RETURN(Plan plan, Place(dir, devices, request));
+  HOIST_ASSIGN_OR_RETURN(ModelPlan plan, Place(dir, devices, request));
   if (plan.by_parts) HOIST_RETURN_IF_ERROR(CheckParts(request));
   if (!plan.by_parts && plan.parts.empty()) {  // all on the first device
     plan.parts.reserve(dir.tensors.size());
@@ -212,9 +213,11 @@ Result<CompletedLoad> Load(const TensorDirectory& dir, const LoadRequest& reques
   const auto start = std::chrono::steady_clock::now();
   HOIST_ASSIGN_OR_RETURN(auto devices, OpenRequestDevices(request));
   const double device_open = SecondsSince(start);
-  HOIST_ASSIGN_OR_RETURN(Plan plan, Place(dir, devices, request));
+  HOIST_ASSIGN_OR_RETURN(ModelPlan plan, Place(dir, devices, request));
   if (plan.by_parts) HOIST_RETURN_IF_ERROR(CheckParts(request));  // a split's, on several devices
+  HOIST_ASSIGN_OR_RETURN(const Settings settings, ProcessSettings());
   LoadOptions options = request.options;
+  options.gather_cached_rows = options.gather_cached_rows && settings.gather_cached_rows;
   std::unique_ptr<TensorDirectory> parts;
   Result<std::unique_ptr<LoadedModel>> loaded = Status::Internal("not loaded");
   if (plan.by_parts) {
@@ -284,7 +287,7 @@ Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& 
       LoadRank(dir, devices.front(), cut, rank, world, all_gather, whole_model.options, &mine));
   model->report.phases.device_open = device_open;
   HOIST_ASSIGN_OR_RETURN(TensorDirectory part_dir, RegionDirectory(dir, mine));
-  Plan plan;
+  ModelPlan plan;
   plan.split = request.split;
   plan.by_parts = true;
   plan.parts = std::move(mine);

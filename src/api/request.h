@@ -72,7 +72,7 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenRequestDevices(const Loa
 // Where a load puts the model, as parts. A load of whole tensors (by_parts false) has one whole
 // part per tensor, or none: all on the first device. A load of parts (a split's that places
 // parts, or the caller's) has each device's parts.
-struct Plan {
+struct ModelPlan {
   const PlacementPolicy* split = &DefaultPlacementPolicy();
   size_t devices = 1;
   bool by_parts = false;
@@ -81,14 +81,14 @@ struct Plan {
 
 // The plan for dir on devices, each device checked to hold what it gets (kDeviceError with the
 // numbers and how to ask for less otherwise). Opens nothing beyond reading a plan file.
-Result<Plan> Place(const TensorDirectory& dir,
-                   const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-                   const LoadRequest& request);
+Result<ModelPlan> Place(const TensorDirectory& dir,
+                        const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                        const LoadRequest& request);
 
 // What Load(dir, request) would do, without loading: the request checked, its devices opened
 // and the plan placed on them (each checked to hold what it gets). A plan of whole tensors has
 // one whole part per tensor of dir, in order, on the device that gets it.
-Result<Plan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request);
+Result<ModelPlan> PlanRequest(const TensorDirectory& dir, const LoadRequest& request);
 
 // The parts the request's split gives devices, on any number of them, each device checked to
 // hold its parts (what Place does for several devices).
@@ -101,8 +101,8 @@ Result<std::vector<TensorRegion>> PlaceParts(
 // Thread safety: as LoadedModel's. REQUIRES: the model's directory outlives it.
 class CompletedLoad {
  public:
-  CompletedLoad(const TensorDirectory& model_dir, std::unique_ptr<LoadedModel> model, Plan plan,
-                std::unique_ptr<TensorDirectory> parts, bool verifiable)
+  CompletedLoad(const TensorDirectory& model_dir, std::unique_ptr<LoadedModel> model,
+                ModelPlan plan, std::unique_ptr<TensorDirectory> parts, bool verifiable)
       : model_dir_(&model_dir),
         model_(std::move(model)),
         plan_(std::move(plan)),
@@ -111,7 +111,7 @@ class CompletedLoad {
 
   const TensorDirectory& directory() const { return parts_ ? *parts_ : *model_dir_; }
   LoadedModel& model() const { return *model_; }
-  const Plan& plan() const { return plan_; }
+  const ModelPlan& plan() const { return plan_; }
   // Whether Verify can compare it with the file: not for regions in the caller's memory, which
   // the caller compares itself.
   bool verifiable() const { return verifiable_; }
@@ -119,7 +119,7 @@ class CompletedLoad {
  private:
   const TensorDirectory* model_dir_;
   std::unique_ptr<LoadedModel> model_;
-  Plan plan_;
+  ModelPlan plan_;
   std::unique_ptr<TensorDirectory> parts_;
   bool verifiable_;
 };

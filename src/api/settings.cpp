@@ -25,17 +25,34 @@ Status ReadMib(const char* name, uint64_t& bytes) {
   return Status::Ok();
 }
 
-Status ReadPin(PinMode& pin) {
-  std::string value = EnvironmentVariable("HOIST_PIN");
+std::string Lowered(std::string value) {
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return value;
+}
+
+bool IsOn(const std::string& v) { return v == "1" || v == "on" || v == "true" || v == "yes"; }
+bool IsOff(const std::string& v) { return v == "0" || v == "off" || v == "false" || v == "no"; }
+
+Status ReadPin(PinMode& pin) {
+  const std::string value = Lowered(EnvironmentVariable("HOIST_PIN"));
   if (value.empty() || value == "auto") return Status::Ok();
-  if (value == "1" || value == "on" || value == "true" || value == "yes") {
+  if (IsOn(value)) {
     pin = PinMode::kOn;
-  } else if (value == "0" || value == "off" || value == "false" || value == "no") {
+  } else if (IsOff(value)) {
     pin = PinMode::kOff;
   } else {
     return Status::InvalidArgument("HOIST_PIN='" + value + "': expected on, off or auto");
   }
+  return Status::Ok();
+}
+
+Status ReadOnOff(const char* name, bool& on) {
+  const std::string value = Lowered(EnvironmentVariable(name));
+  if (value.empty()) return Status::Ok();
+  if (!IsOn(value) && !IsOff(value)) {
+    return Status::InvalidArgument(std::string(name) + "='" + value + "': expected on or off");
+  }
+  on = IsOn(value);
   return Status::Ok();
 }
 
@@ -46,6 +63,7 @@ Result<Settings> ProcessSettings() {
   HOIST_RETURN_IF_ERROR(ReadMib("HOIST_AHEAD_MIB", s.ahead_bytes));
   HOIST_RETURN_IF_ERROR(ReadMib("HOIST_PINNED_MIB", s.pinned_limit_bytes));
   HOIST_RETURN_IF_ERROR(ReadPin(s.pin));
+  HOIST_RETURN_IF_ERROR(ReadOnOff("HOIST_GATHER", s.gather_cached_rows));
   return s;
 }
 

@@ -22,6 +22,11 @@ struct Settings {
   uint64_t pinned_limit_bytes = 8192ULL << 20;
   // HOIST_PIN=on|off|auto: whether host tensors handed to callers are pinned.
   PinMode pin = PinMode::kAuto;
+  // HOIST_GATHER=on|off: whether a column slice whose rows are all in the page cache has its
+  // columns copied out of a mapping of the file (off: never map a file, and so never install
+  // the SIGBUS guard's handler, for a process whose own runtime must own SIGBUS; whole rows are
+  // read instead).
+  bool gather_cached_rows = true;
 };
 
 // The settings as the environment gives them now (read at each call: a reader opened after a

@@ -84,7 +84,7 @@ std::string DescribeCuts(const TensorDirectory& dir, const std::vector<TensorReg
 
 // A split into parts: per device, its parts' bytes; then what each tensor became.
 std::vector<std::string> DescribeRegions(
-    const TensorDirectory& dir, const Plan& plan,
+    const TensorDirectory& dir, const ModelPlan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   std::vector<size_t> tensors(devices.size(), 0);
   std::vector<uint64_t> bytes(devices.size(), 0);
@@ -111,7 +111,7 @@ std::vector<std::string> DescribeRegions(
 }  // namespace
 
 std::vector<std::string> DescribePlacement(
-    const TensorDirectory& dir, const Plan& plan,
+    const TensorDirectory& dir, const ModelPlan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices) {
   if (plan.by_parts) return DescribeRegions(dir, plan, devices);
   const std::vector<uint32_t> placement = DeviceOfTensors(plan.parts, dir.tensors.size());

@@ -34,7 +34,7 @@ Result<LoadRequest> ToRequest(const DeviceFlags& flags);
 // One line per device: what the plan puts there ("cuda:0: layers 0-19 and 3 others,
 // 182 tensors, 10.12 GiB (50%)"), and for a tensor split how many tensors each cut took.
 std::vector<std::string> DescribePlacement(
-    const TensorDirectory& dir, const Plan& plan,
+    const TensorDirectory& dir, const ModelPlan& plan,
     const std::vector<std::shared_ptr<CheckedDevice>>& devices);
 
 }  // namespace hoist::cli

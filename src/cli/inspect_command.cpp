@@ -27,7 +27,7 @@ struct InspectFlags {
 // free memory before anything is allocated. Returns the exit code, or -1 with the devices and
 // the plan filled in.
 int PlaceOnDevices(const InspectFlags& f, const TensorDirectory& dir,
-                   std::vector<std::shared_ptr<CheckedDevice>>* devices, Plan* plan) {
+                   std::vector<std::shared_ptr<CheckedDevice>>* devices, ModelPlan* plan) {
   auto request = ToRequest(f.devices);
   if (!request.ok()) return ReportFailure(request.status());
   if (Status s = CheckRequest(*request); !s.ok()) return ReportFailure(s);
@@ -42,7 +42,7 @@ int PlaceOnDevices(const InspectFlags& f, const TensorDirectory& dir,
 
 nlohmann::ordered_json PlacementJson(const TensorDirectory& dir,
                                      const std::vector<std::shared_ptr<CheckedDevice>>& devices,
-                                     const Plan& plan) {
+                                     const ModelPlan& plan) {
   nlohmann::ordered_json names = nlohmann::ordered_json::array();
   for (const auto& d : devices) names.push_back(d->name());
   nlohmann::ordered_json j = {{"split", devices.size() > 1 ? plan.split->name.c_str() : "none"},
@@ -70,7 +70,7 @@ int RunInspect(const InspectFlags& f) {
   for (const std::string& w : dir->warnings)
     std::fprintf(stderr, "hoist: warning: %s\n", w.c_str());
   std::vector<std::shared_ptr<CheckedDevice>> devices;
-  Plan plan;
+  ModelPlan plan;
   if (f.device_option->count() > 0) {
     if (int code = PlaceOnDevices(f, *dir, &devices, &plan); code >= 0) return code;
   }

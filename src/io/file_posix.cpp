@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -111,15 +110,7 @@ class PosixFile final : public File {
   bool GatherCachedRows(uint64_t offset, uint64_t width, uint64_t pitch, uint64_t rows,
                         unsigned char* dst) override {
 #if defined(__linux__)
-    // HOIST_GATHER=off: never map a file (and so never install the SIGBUS guard's handler), for
-    // a process whose own runtime must own SIGBUS; column slices then read whole rows.
-    static const bool kGatherOff = [] {
-      const char* v = std::getenv("HOIST_GATHER");
-      return v != nullptr && (std::string(v) == "off" || std::string(v) == "0");
-    }();
-    if (kGatherOff || direct_ || !RowsInside(identity_.size, offset, width, pitch, rows)) {
-      return false;
-    }
+    if (direct_ || !RowsInside(identity_.size, offset, width, pitch, rows)) return false;
     const auto* mapping = static_cast<const unsigned char*>(Mapping());
     if (mapping == nullptr) return false;
     static const auto kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

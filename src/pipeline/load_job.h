@@ -164,7 +164,8 @@ struct LoadJob {
   const TensorDirectory* dir = nullptr;
   // Per directory tensor; written once, by a reader when destinations come when needed.
   std::vector<std::atomic<unsigned char*>> dest;
-  bool external = false;  // dest are the caller's, not hoist's allocations
+  bool external = false;           // dest are the caller's, not hoist's allocations
+  bool gather_cached_rows = true;  // LoadOptions::gather_cached_rows
   std::function<Result<void*>(size_t, const TensorEntry&)> destination;  // when needed
   std::vector<std::atomic<uint8_t>> destination_asked;  // per directory tensor, when needed
   std::atomic<int> waiting_on_caller{0};                // readers inside the destination call

@@ -393,6 +393,7 @@ Status LoadSession::PlanJob() {
   } else if (checks_recorded_) {
     job_->checksums = std::make_unique<TensorChecksums>(dir_.tensors.size(), std::move(recorded));
   }
+  job_->gather_cached_rows = options_.gather_cached_rows;
   if (options_.tensor_loaded) {
     job_->tensor_loaded = options_.tensor_loaded;
     job_->unlanded = std::vector<std::atomic<uint64_t>>(dir_.tensors.size());

@@ -41,6 +41,9 @@ struct LoadOptions {
   uint64_t staging_bytes = 0;  // the staging pool's budget; 0: DefaultStagingBytes
   double stall_timeout_s = kDefaultStallTimeoutSeconds;  // no progress this long: kStalled
   bool checksum = false;  // XXH3-64 of every tensor, over its staged bytes
+  // Column slices whose rows are all cached copy their columns out of the page cache
+  // (File::GatherCachedRows); false: their rows are read whole, and no file is mapped.
+  bool gather_cached_rows = true;
   IoMode io = IoMode::kBuffered;
   std::vector<std::string> names;  // tensors to load; empty: all
   // Called on the loading thread about every 100 ms and once at the end; false cancels.

@@ -277,7 +277,7 @@ class Reader {
     const Chunk& c = job_.plan.chunks[index];
     me_.since_ns.store(NowNs());
     me_.chunk.store(static_cast<int64_t>(index));
-    if (c.segments.size() == 1 && c.segments[0].rows > 0) {
+    if (job_.gather_cached_rows && c.segments.size() == 1 && c.segments[0].rows > 0) {
       const RowStride& stride = job_.plan.strides[c.segments[0].tensor];
       *packed = job_.files[c.file]->GatherCachedRows(c.offset, stride.width, stride.pitch,
                                                      c.segments[0].rows, buffer.data());

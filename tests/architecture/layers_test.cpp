@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -91,6 +92,37 @@ TEST(LayersTest, OnlyTheCApiIncludesThePublicHeader) {
   }
   for (const std::string& file : including) {
     EXPECT_TRUE(file.rfind("api/", 0) == 0) << file << " includes the public header";
+  }
+}
+
+// The C++ wrapper (hoist.hpp) and src/ share namespace hoist: a type of one name in both is two
+// definitions of one class, and a program linking libhoist.a may call the wrong one's inline
+// members (an internal `Plan` once ran hoist.hpp's ~Plan and crashed). Types at namespace scope
+// are written at the first column.
+TEST(LayersTest, NoTypeOfTheCppWrapperIsNamedAgainInSrc) {
+  const std::filesystem::path root(HOIST_SOURCE_DIR);
+  const std::regex declared(R"(^(?:class|struct|enum class|using)\s+([A-Za-z_]\w*))");
+  std::set<std::string> wrapper;
+  {
+    std::ifstream in(root / "include" / "hoist" / "hoist.hpp");
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, m, declared)) wrapper.insert(m[1]);
+    }
+  }
+  ASSERT_TRUE(wrapper.count("Model") != 0 && wrapper.count("Plan") != 0);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "src")) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path());
+    std::string line;
+    std::smatch m;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (!std::regex_search(line, m, declared) || line.find(';') != std::string::npos) continue;
+      EXPECT_EQ(wrapper.count(m[1]), 0U)
+          << entry.path().lexically_relative(root).generic_string() << ":" << number << " declares "
+          << m[1] << ", a type of hoist.hpp";
+    }
   }
 }
 

@@ -109,12 +109,18 @@ TEST_F(RegionsTest, RowAndColumnRangesLoadByteExactAcrossChunksAndThreads) {
   const Config configs[] = {
       {"sim", 1, 4096}, {"sim", 4, 64 << 10}, {"host", 8, 4 << 20}, {"sim:engines=3", 3, 16 << 10}};
   // The sample's file, cached as it was just written: on Linux column slices gather their
-  // columns out of the page cache. Through a storage whose files cannot gather: whole rows.
+  // columns out of the page cache. Through a storage whose files cannot gather, or with
+  // gathering off (HOIST_GATHER=off): whole rows.
   TensorDirectory whole_rows = dir_;
   whole_rows.storage = std::make_shared<FaultInjectionStorage>(dir_.storage, FaultPlan{});
+  struct Way {
+    const TensorDirectory* dir;
+    bool gather;
+  };
   for (const Config& c : configs) {
-    for (const TensorDirectory* dir : {&dir_, &whole_rows}) {
-      const bool gathers = kFilesGather && dir == &dir_;
+    for (const Way& way : {Way{&dir_, true}, Way{&dir_, false}, Way{&whole_rows, true}}) {
+      const TensorDirectory* dir = way.dir;
+      const bool gathers = kFilesGather && dir == &dir_ && way.gather;
       SCOPED_TRACE(std::string(c.device) + " threads=" + std::to_string(c.threads) +
                    " chunk=" + std::to_string(c.chunk) + (gathers ? " gathered" : " whole rows"));
       auto device = MakeDevice(c.device);
@@ -129,6 +135,7 @@ TEST_F(RegionsTest, RowAndColumnRangesLoadByteExactAcrossChunksAndThreads) {
       LoadOptions o;
       o.threads = c.threads;
       o.chunk_bytes = c.chunk;
+      o.gather_cached_rows = way.gather;
       auto model = LoadRegions(*dir, device, regions, o);
       ASSERT_TRUE(model.ok()) << model.status().ToString();
       EXPECT_EQ((*model)->report.tensors, regions.size());
