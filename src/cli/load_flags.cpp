@@ -35,7 +35,8 @@ void AddStallTimeoutFlag(CLI::App* cmd, double& seconds) {
 }
 
 void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool io_and_checksum) {
-  cmd->add_option("--threads", f.threads, "reader threads (default: from the machine)")
+  cmd->add_option("--threads", f.threads,
+                  "reader threads (default: from the machine; 16 or more over HTTP and S3)")
       ->check(CLI::Range(0, kMaxReaderThreads));
   cmd->add_option("--chunk", f.chunk,
                   "bytes per read: 4MiB, 512KiB, or a number of MiB (default 4MiB; 4KiB to 1GiB)");

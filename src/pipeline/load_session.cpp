@@ -213,6 +213,11 @@ Status LoadSession::CreateLanes() {
                                                              layout_.device_tensor_bytes.end(),
                                                              [](uint64_t b) { return b > 0; }));
   int threads = options_.threads > 0 ? options_.threads : DefaultReaderThreads(loaded_devices);
+  if (options_.threads == 0) {
+    // A remote source's reads wait on the network, not on a core: at least the requests in
+    // flight it serves best, whatever the machine's cores.
+    threads = std::max(threads, dir_.source().capabilities().preferred_reads_in_flight);
+  }
   if (options_.threads == 0 && ReadsMoreThanItCopies()) {
     // Column slices read whole rows and copy only their columns: the page cache, not the
     // link, bounds them, and every core reads (docs/PERFORMANCE.md, "Why the defaults").

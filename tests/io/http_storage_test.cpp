@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -385,6 +386,28 @@ TEST_F(HttpStorageTest, EveryShapeOfModelLoadsByteExactOverHttpAndHttps) {
       EXPECT_GT(remote.source().counters().requests, 0u);
       EXPECT_EQ(remote.source().counters().retries, 0u);
     }
+  }
+}
+
+// Threads left to hoist: an HTTP source gets the 16 requests in flight it serves best, however
+// few the cores; threads the caller sets are kept.
+TEST_F(HttpStorageTest, ALoadOverHttpKeepsTheRequestsInFlightTheSourcePrefers) {
+  SampleSpec spec;
+  spec.format = "safetensors";
+  spec.target_bytes = 6 << 20;
+  const TensorDirectory local = Write("t.safetensors", spec);
+  ASSERT_EQ(MakeHttpStorage(Options())->capabilities().preferred_reads_in_flight, 16);
+  for (const int threads : {0, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    auto dir = ReadModelDirectory(MakeHttpStorage(Options()), server_->http("t.safetensors"));
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    LoadOptions options;
+    options.threads = threads;
+    options.chunk_bytes = 256 << 10;
+    auto model = Load(*dir, MakeDevice("host"), options);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    EXPECT_EQ((*model)->report.threads, threads == 0 ? std::max(16, DefaultReaderThreads()) : 3);
+    ExpectByteExact(local, **model);
   }
 }
 
