@@ -9,6 +9,8 @@
 #   mkdir -p .device/before && cp /tmp/before/build-device/hoist .device/before/
 # then the device tool with carry [".device"]: bash bench/gpu/ab.sh .device/before .device
 # Results under $OUT: log.txt, bench-{A,B}-{1,2}.json, ab.txt (each row's medians side by side).
+# Exits 1 unless every bench exits 0 with every load verified and the warm B/A is at least
+# AB_MIN_WARM (0.98: the 2% bar).
 set -uo pipefail
 A=${1:?usage: $0 DIR_A DIR_B (each holding a hoist binary)}
 B=${2:?usage: $0 DIR_A DIR_B}
@@ -17,6 +19,7 @@ MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
 DEVICE=${HOIST_DEVICE:-cuda:0}
 SIZE=${HOIST_SIZE:-20GiB}
 MODEL=$MODEL_DIR/model.safetensors
+failed=""
 mkdir -p "$OUT" "$MODEL_DIR"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
 
@@ -35,19 +38,26 @@ for round in 1 2; do
     log "round $round, $side ($dir): hoist bench --cold --repeat 3 --strategies none"
     "$dir/hoist" bench "$MODEL" --device "$DEVICE" --cold --repeat 3 --strategies none \
       --json "$OUT/bench-$side-$round.json" 2>&1 | tee -a "$OUT/log.txt"
-    echo "exit ${PIPESTATUS[0]}" | tee -a "$OUT/log.txt"
+    code=${PIPESTATUS[0]}
+    echo "exit $code" | tee -a "$OUT/log.txt"
+    [ "$code" = 0 ] || failed="$failed $side-$round:exit-$code"
   done
 done
-python3 - "$OUT" <<'PY' | tee "$OUT/ab.txt" | tee -a "$OUT/log.txt"
+python3 - "$OUT" "${AB_MIN_WARM:-0.98}" <<'PY' | tee "$OUT/ab.txt" | tee -a "$OUT/log.txt"
 import json, os, statistics, sys
-out = sys.argv[1]
+out, min_warm = sys.argv[1], float(sys.argv[2])
+problems = []
 rows, ceilings = {}, {}
 for side in "AB":
     for rnd in (1, 2):
         path = os.path.join(out, f"bench-{side}-{rnd}.json")
         if not os.path.exists(path):
+            problems.append(f"bench-{side}-{rnd}.json was not written")
             continue
         j = json.load(open(path))
+        for r in j["results"]:
+            if r["gbps"] > 0 and not r.get("verified"):
+                problems.append(f"{side} round {rnd}: {r['strategy']} {r['mode']} not verified")
         for k, v in j["ceilings"].items():
             ceilings.setdefault(k, {}).setdefault(side, []).append(v)
         for r in j["results"]:
@@ -66,6 +76,22 @@ for (name, mode), sides in sorted(rows.items()):
     if ra and rb:
         line += f"  of ceiling A {statistics.mean(ra):.3f} B {statistics.mean(rb):.3f}"
     if a and b:
-        line += f"  B/A {statistics.mean(b) / statistics.mean(a):.3f}"
+        ratio = statistics.mean(b) / statistics.mean(a)
+        line += f"  B/A {ratio:.3f}"
+        if mode == "warm" and ratio < min_warm:
+            problems.append(f"{name} warm B/A {ratio:.3f} is below {min_warm}")
     print(line)
+if not any(mode == "warm" and len(s.get("A", [])) == 2 and len(s.get("B", [])) == 2
+           for (_, mode), s in rows.items()):
+    problems.append("no warm row with both rounds of A and B")
+for p in problems:
+    print("FAIL " + p)
+if problems:
+    sys.exit(1)
+print(f"every bench wrote its results, every load verified, warm B/A at least {min_warm}: ok")
 PY
+checked=${PIPESTATUS[0]}
+if [ -n "$failed" ] || [ "$checked" != 0 ]; then
+  echo "FAIL:${failed:- } (a bench exited non-zero, or a check above failed)" | tee -a "$OUT/log.txt"
+  exit 1
+fi
