@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "api/settings.h"
 #include "base/mutex.h"
@@ -60,13 +62,16 @@ ReadBatchFn LoadBatches(const TensorDirectory& dir, LoadRequest base) {
   return [&dir, base = std::move(base)](const ReadBatch& batch) {
     LoadRequest request = base;
     request.options.names.clear();
-    std::vector<void*> at(dir.tensors.size(), nullptr);
+    // Sized to the batch, not the directory: a model of many tensors read in small batches.
+    std::unordered_map<size_t, void*> at(batch.indices.size());
     for (size_t k = 0; k < batch.indices.size(); ++k) {
       request.options.names.push_back(dir.tensors[batch.indices[k]].name);
-      at[batch.indices[k]] = batch.destinations[k];
+      at.emplace(batch.indices[k], batch.destinations[k]);
     }
-    request.options.destination = [&at](size_t index, const TensorEntry&) -> Result<void*> {
-      return at[index];
+    request.options.destination = [&at](size_t index, const TensorEntry& t) -> Result<void*> {
+      const auto found = at.find(index);
+      if (found == at.end()) return Status::Internal(t.name + " is not in the batch being read");
+      return found->second;
     };
     request.options.progress = [&batch](const LoadProgress&) { return !batch.cancelled(); };
     Result<CompletedLoad> loaded = Load(dir, request);

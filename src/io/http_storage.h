@@ -59,8 +59,9 @@ struct HttpOptions {
 
 // The options the environment gives: CURL_CA_BUNDLE or SSL_CERT_FILE for ca_file,
 // HOIST_HTTP_RETRIES, HOIST_HTTP_STALL_TIMEOUT; a stall_timeout_s above 0 (a load's) lowers
-// the last.
-HttpOptions HttpOptionsFromEnvironment(double stall_timeout_s = 0);
+// the last. kInvalidArgument naming the variable when one of hoist's holds something else than
+// what it takes.
+Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s = 0);
 
 // A source over HTTP(S). Names are URLs (or s3:// names); Parent and Join work on their paths. Open
 // asks for the file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose

@@ -102,12 +102,12 @@ std::string CachedSnapshot(Storage& local, const std::string& repo, const std::s
 Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s) {
   if (std::string snapshot = CachedSnapshot(*LocalStorage(), name.repo, name.revision);
       !snapshot.empty()) {
-    return ModelLocation{LocalStorage(), snapshot};
+    return ModelLocation{LocalStorage(), snapshot, std::nullopt};
   }
   std::string endpoint = EnvironmentVariable("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";
   while (endpoint.ends_with('/')) endpoint.pop_back();
-  HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
+  HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
   options.bearer_token = EnvironmentVariable("HF_TOKEN");
   if (options.bearer_token.empty())
     options.bearer_token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");

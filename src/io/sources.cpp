@@ -97,16 +97,30 @@ std::string UnredactedUrl(std::string_view url) {
   return std::string(url.substr(0, host)) + std::string(url.substr(UserInfoEnd(url) + 1));
 }
 
-HttpOptions HttpOptionsFromEnvironment(double stall_timeout_s) {
+Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s) {
+  constexpr int kMostRetries = 20;
+  constexpr double kLongestStallSeconds = 86400;
   HttpOptions o;
   o.ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
   if (o.ca_file.empty()) o.ca_file = EnvironmentVariable("SSL_CERT_FILE");
   if (const std::string retries = EnvironmentVariable("HOIST_HTTP_RETRIES"); !retries.empty()) {
-    o.retries = std::clamp(std::atoi(retries.c_str()), 0, 20);
+    char* end = nullptr;
+    const long n = std::strtol(retries.c_str(), &end, 10);
+    if (end == retries.c_str() || *end != '\0' || n < 0 || n > kMostRetries) {
+      return Status::InvalidArgument("HOIST_HTTP_RETRIES='" + retries +
+                                     "': expected a count from 0 to " +
+                                     std::to_string(kMostRetries));
+    }
+    o.retries = static_cast<int>(n);
   }
   if (const std::string stall = EnvironmentVariable("HOIST_HTTP_STALL_TIMEOUT"); !stall.empty()) {
-    const double seconds = std::atof(stall.c_str());
-    if (seconds > 0) o.stall_timeout_s = seconds;
+    char* end = nullptr;
+    const double seconds = std::strtod(stall.c_str(), &end);
+    if (end == stall.c_str() || *end != '\0' || !(seconds > 0 && seconds <= kLongestStallSeconds)) {
+      return Status::InvalidArgument("HOIST_HTTP_STALL_TIMEOUT='" + stall +
+                                     "': expected seconds above 0, at most 86400");
+    }
+    o.stall_timeout_s = seconds;
   }
   if (stall_timeout_s > 0) o.stall_timeout_s = std::min(o.stall_timeout_s, stall_timeout_s);
   return o;
@@ -120,28 +134,28 @@ Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_
     // The configuration is read for every model, so credentials that change between loads
     // (rotated, or a test's) take effect.
     HOIST_ASSIGN_OR_RETURN(S3Config s3, S3ConfigFromEnvironment());
-    HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
+    HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
     options.s3 = std::move(s3);
-    return ModelLocation{MakeHttpStorage(options), name};
+    return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
   }
-  if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name};
+  if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};
+  HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
   if (const size_t at = UserInfoEnd(name); at != std::string::npos) {
     // The credentials leave the name here, where the source is made: the name every message,
     // report and JSON document shows is scheme://***@host/..., and the source sends the
     // credentials to that URL's origin alone.
-    HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
     const size_t host = name.find("://") + 3;
     options.user_password = name.substr(host, at - host);
-    return ModelLocation{MakeHttpStorage(options), RedactUrl(name)};
+    return ModelLocation{MakeHttpStorage(options), RedactUrl(name), std::nullopt};
   }
   // One source for the process, its connections kept, unless this open has a stall timeout
   // of its own.
-  static const std::shared_ptr<Storage> http = MakeHttpStorage(HttpOptionsFromEnvironment());
-  const HttpOptions options = HttpOptionsFromEnvironment(stall_timeout_s);
-  if (options.stall_timeout_s != HttpOptionsFromEnvironment().stall_timeout_s) {
-    return ModelLocation{MakeHttpStorage(options), name};
+  HOIST_ASSIGN_OR_RETURN(const HttpOptions plain, HttpOptionsFromEnvironment());
+  static const std::shared_ptr<Storage> http = MakeHttpStorage(plain);
+  if (options.stall_timeout_s != plain.stall_timeout_s) {
+    return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
   }
-  return ModelLocation{http, name};
+  return ModelLocation{http, name, std::nullopt};
 }
 
 }  // namespace hoist

@@ -2,6 +2,9 @@
 // user may write, and an error naming the variable for anything else.
 #include "api/settings.h"
 
+#include "io/http_storage.h"
+#include "io/hub.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -22,7 +25,8 @@ void SetVariable(const char* name, const char* value) {
 class SettingsTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (const char* name : {"HOIST_AHEAD_MIB", "HOIST_PINNED_MIB", "HOIST_PIN", "HOIST_GATHER"}) {
+    for (const char* name : {"HOIST_AHEAD_MIB", "HOIST_PINNED_MIB", "HOIST_PIN", "HOIST_GATHER",
+                             "HOIST_HTTP_RETRIES", "HOIST_HTTP_STALL_TIMEOUT"}) {
       SetVariable(name, nullptr);
     }
   }
@@ -79,6 +83,40 @@ TEST_F(SettingsTest, AnyOtherValueIsRefusedNamingTheVariable) {
     EXPECT_NE(s.status().message().find(c.message), std::string::npos) << s.status().ToString();
     SetVariable(c.name, nullptr);
   }
+}
+
+// The remote sources' knobs are read where a URL's source is made: a value they do not take is
+// the open's error, never a silent default (atoi read "four" as 0 retries).
+TEST_F(SettingsTest, TheHttpKnobsRefuseWhatTheyDoNotTake) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* message;
+  };
+  for (const Case& c :
+       {Case{"HOIST_HTTP_RETRIES", "four",
+             "HOIST_HTTP_RETRIES='four': expected a count from 0 to 20"},
+        Case{"HOIST_HTTP_RETRIES", "21", "HOIST_HTTP_RETRIES='21': expected a count from 0 to 20"},
+        Case{"HOIST_HTTP_STALL_TIMEOUT", "0",
+             "HOIST_HTTP_STALL_TIMEOUT='0': expected seconds above 0, at most 86400"},
+        Case{"HOIST_HTTP_STALL_TIMEOUT", "5s",
+             "HOIST_HTTP_STALL_TIMEOUT='5s': expected seconds above 0, at most 86400"}}) {
+    SCOPED_TRACE(std::string(c.name) + "=" + c.value);
+    SetVariable(c.name, c.value);
+    for (const char* url : {"http://127.0.0.1:9/m.safetensors", "s3://bucket/m.safetensors"}) {
+      const Result<ModelLocation> where = LocateModel(url);
+      ASSERT_FALSE(where.ok()) << url;
+      EXPECT_EQ(where.status().code(), Code::kInvalidArgument) << url;
+      EXPECT_EQ(where.status().message(), c.message) << url;
+    }
+    SetVariable(c.name, nullptr);
+  }
+  SetVariable("HOIST_HTTP_RETRIES", "0");
+  SetVariable("HOIST_HTTP_STALL_TIMEOUT", "2.5");
+  const Result<HttpOptions> options = HttpOptionsFromEnvironment(1);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->retries, 0);
+  EXPECT_EQ(options->stall_timeout_s, 1);  // the load's, the shorter
 }
 
 }  // namespace
