@@ -22,7 +22,7 @@ class ArchitectureDocTest(unittest.TestCase):
         with open(os.path.join(ROOT, "src", "api", "request.cpp")) as f:
             source = f.read()
         self.assertIn("Status CheckRequest(", source)
-        self.assertIn("Result<Plan> Place(", source)
+        self.assertIn("Result<ModelPlan> Place(", source)
 
 
 if __name__ == "__main__":
