@@ -2,7 +2,7 @@
 
     from hoist.safetensors import safe_open
     with safe_open("model.safetensors", framework="pt", device="cuda:0") as f:
-        weights = {k: f.get_tensor(k) for k in f.keys()}   # read ahead by the engine
+        weights = {k: f.get_tensor(k) for k in f.keys()}   # read ahead in large batches
 
     import hoist.safetensors; hoist.safetensors.patch()    # `import safetensors` now gives hoist's
 
@@ -96,9 +96,8 @@ class safe_open(TensorReader):  # noqa: N801 (safetensors' name)
     """A safetensors file opened for reading: keys(), offset_keys(), metadata(),
     get_tensor(name), get_slice(name); a context manager. device: "cpu", "cuda", "cuda:N", an
     int, or hoist's "sim[...]". backend: "mmap" or "pread", as safetensors 0.8 takes it; hoist
-    reads through its own engine for both. Tensors are read ahead (in the order the requests
-    follow) into pinned memory when a GPU is present, and on a GPU copied from there; any
-    thread may use the handle.
+    reads through its own engine for both. On the CPU, tensors are read ahead (in the order the
+    requests follow) into pinned memory when a GPU is present; any thread may use the handle.
     framework tf, flax, mlx or paddle opens the file with the installed safetensors, where
     there is one."""
 
