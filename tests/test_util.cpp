@@ -237,6 +237,16 @@ bool HoistProcess::HasOpen(const std::string& path) const {
   return false;
 }
 
+uint64_t HoistProcess::BytesRead() const {
+  std::ifstream io("/proc/" + std::to_string(pid_) + "/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "rchar:") return value;
+  }
+  return 0;
+}
+
 void HoistProcess::Signal(int signal) const { ::kill(pid_, signal); }
 
 int HoistProcess::Wait(double seconds) {

@@ -116,6 +116,9 @@ class HoistProcess {
   }
   // Whether the child holds a descriptor open on `path` (Linux: /proc/PID/fd).
   bool HasOpen(const std::string& path) const;
+  // Bytes the child has read through read calls of any descriptor (Linux: rchar of
+  // /proc/PID/io); 0 when unknown.
+  uint64_t BytesRead() const;
   void Signal(int signal) const;
   // The exit code (128 + N for signal N), or -1 when it had not ended within `seconds`
   // (it is then killed).

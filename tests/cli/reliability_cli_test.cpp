@@ -209,12 +209,15 @@ TEST_F(ReliabilityCliTest, SigtermDuringBenchMeasurementsEndsItWithin2Seconds) {
   EXPECT_NE(p.Err().find("cancelled by signal 15"), std::string::npos) << p.Err();
 }
 
-// Overwritten in place while the load runs: exit 6, never 0 with torn tensors. The load is
-// stopped while the file is written, so a loaded machine cannot let it finish first.
+// Overwritten in place while the load runs: exit 6, never 0 with torn tensors. The write
+// waits for the load's first megabyte (the model is open and its state taken: a write between
+// open and fstat is a file that was never torn, and under TSan that window is wide), and the
+// load is stopped while the file is written, so a loaded machine cannot let it finish first.
 TEST_F(ReliabilityCliTest, FileWrittenToDuringALoadIsReportedAsChanged) {
   testing::AgeFile(model_);
   testing::HoistProcess p({"load", model_, "--device", "sim:bandwidth=8MB/s", "--quiet"});
-  ASSERT_TRUE(p.WaitUntil([&] { return p.HasOpen(model_); }, testing::TimeBound(10)));
+  ASSERT_TRUE(p.WaitUntil([&] { return p.HasOpen(model_) && p.BytesRead() > (1u << 20); },
+                          testing::TimeBound(10)));
   p.Signal(SIGSTOP);
   {
     std::fstream f(model_, std::ios::in | std::ios::out | std::ios::binary);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -456,18 +457,23 @@ TEST_F(FaultTest, APolledRankExchangeKeepsTheStallTimeoutAndCancel) {
   {
     auto device = MakeDevice("host");
     LoadOptions o;
-    o.stall_timeout_s = 0.3;
+    // The timeout covers this rank's own reads too: under a sanitizer on a busy machine a
+    // 4 MiB read has taken longer than 0.3 s.
+    o.stall_timeout_s = testing::TimeBound(0.3);
+    char timeout[64];
+    std::snprintf(timeout, sizeof timeout, "%g", o.stall_timeout_s);
     std::vector<TensorRegion> mine;
     auto model = LoadRank(dir_, device, cut, 1, 2, never, o, &mine);
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kStalled);
     EXPECT_EQ(model.status().message().rfind("rank 1 of 2 waited ", 0), 0u)
         << model.status().message();
-    EXPECT_NE(model.status().message().find(
-                  " s for the other ranks in the all-gather of the tensors every rank holds "
-                  "whole (stall timeout 0.3 s): a rank failed, hangs or never started its load; "
-                  "this rank's block ("),
-              std::string::npos)
+    EXPECT_NE(
+        model.status().message().find(
+            std::string(" s for the other ranks in the all-gather of the tensors every rank "
+                        "holds whole (stall timeout ") +
+            timeout + " s): a rank failed, hangs or never started its load; this rank's block ("),
+        std::string::npos)
         << model.status().message();
     EXPECT_TRUE(started);
     EXPECT_GT(polls, 1);
