@@ -243,7 +243,7 @@ std::string DescribeMachine(Doctor& doctor, CheckedDevice& dev) {
 // pinned copy rates of 64 MiB and 1 MiB copies, which the chunk size's reason cites.
 std::pair<Result<Throughput>, Result<Throughput>> MeasureCopies(Doctor& doctor, CheckedDevice& dev,
                                                                 bool gpu, double stall_timeout_s) {
-  const uint64_t total = gpu ? 4 * kGiB : 256 * kMiB;
+  const uint64_t total = gpu ? 4 * kGiB : 64 * kMiB;
   // Only memory the device pins is worth timing: the host's "pinned" buffers are plain
   // allocations, whose untouched pages cost nothing (it once printed 1394 GB/s).
   doctor.Measured("pinned_allocation_gbps", "pinned allocation (64 MiB buffers)",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -60,7 +61,10 @@ Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::
   Status error;
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(threads, 1); ++t) {
+  // A thread without a piece would only allocate its buffer.
+  const size_t workers =
+      std::clamp<size_t>(pieces.size(), 1, static_cast<size_t>(std::max(threads, 1)));
+  for (size_t t = 0; t < workers; ++t) {
     pool.emplace_back([&] {
       auto buffer = AllocateHostMemory(buffer_bytes, "read ceiling");
       Status status = buffer.ok() ? Status::Ok() : buffer.status();
@@ -108,7 +112,8 @@ Result<Throughput> MeasureHostToDevice(CheckedDevice& device, uint64_t copy_byte
   const uint64_t span = std::min(kSpan, std::max(copy_bytes, total_bytes));
   HOIST_ASSIGN_OR_RETURN(void* host, AllocateCopyHost(device, span, pinned));
   auto free_host = [&] { FreeCopyHost(device, host, pinned); };
-  std::fill_n(static_cast<unsigned char*>(host), span, 0x5A);
+  // memset, not a loop: ThreadSanitizer instruments a loop's every byte (39 s for 256 MiB).
+  std::memset(host, 0x5A, span);
   auto target = device.AllocateDevice(span);
   if (!target.ok()) {
     free_host();

@@ -96,9 +96,9 @@ TEST_F(BenchCliTest, StrategiesNoneRunsHoistOnlyAndSettlePauses) {
 }
 
 TEST_F(BenchCliTest, CorruptingDeviceFailsVerification) {
-  // The sim counts every byte it copies: the h2d ceiling moves 512 MiB first (a warm-up and
-  // the measured 256 MiB), so byte 520 MiB lands in hoist's own load.
-  auto r = RunHoist({"bench", model_, "--device", "sim:corrupt_at=520MiB", "--repeat", "1",
+  // The sim counts every byte it copies: the h2d ceiling moves 128 MiB first (a warm-up and
+  // the measured 64 MiB), so byte 136 MiB lands in hoist's own load (24 MiB).
+  auto r = RunHoist({"bench", model_, "--device", "sim:corrupt_at=136MiB", "--repeat", "1",
                      "--strategies", "pinned-4x1MiB"});
   EXPECT_EQ(r.exit_code, 5) << r.err << r.out;
   EXPECT_NE(r.out.find("MISMATCH"), std::string::npos) << r.out;
