@@ -1,6 +1,7 @@
 #include "io/hub.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,14 @@ bool IsRevision(std::string_view revision) {
     if (slash == std::string_view::npos) return true;
     begin = slash + 1;
   }
+}
+
+// huggingface_hub's reading of HF_HUB_OFFLINE: 1, on, yes or true in any case; anything else
+// (unset, 0, a typo) is online, as the hub's own tools take it.
+bool HubOffline() {
+  std::string value = EnvironmentVariable("HF_HUB_OFFLINE");
+  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return value == "1" || value == "ON" || value == "YES" || value == "TRUE";
 }
 
 }  // namespace
@@ -103,6 +112,15 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
   if (std::string snapshot = CachedSnapshot(*LocalStorage(), name.repo, name.revision);
       !snapshot.empty()) {
     return ModelLocation{LocalStorage(), snapshot, std::nullopt};
+  }
+  if (HubOffline()) {
+    const std::string cache = HubCacheDir();
+    return Status::NotFound(
+        "hf://" + name.repo + "@" + name.revision + ": not in the Hugging Face cache (" +
+        (cache.empty() ? std::string("none: HF_HUB_CACHE, HF_HOME and HOME are unset") : cache) +
+        ") and HF_HUB_OFFLINE is set, so the hub is not asked: download it while online "
+        "(huggingface-cli download " +
+        name.repo + " --revision " + name.revision + ") or unset HF_HUB_OFFLINE");
   }
   std::string endpoint = EnvironmentVariable("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";

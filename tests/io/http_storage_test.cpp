@@ -639,6 +639,61 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   ExpectByteExact(local, **model);
 }
 
+// HF_HUB_OFFLINE=1 (as huggingface_hub reads it): the cache or a clear "not found", never the
+// hub, though the hub here would answer; 0 or a typo is online.
+TEST_F(HttpStorageTest, HfHubOfflineReadsTheCacheAndNeverAsksTheHub) {
+  const std::string commit(40, 'c');
+  std::filesystem::create_directories(server_->root() + "/api/models/org/name/revision");
+  std::ofstream(server_->root() + "/api/models/org/name/revision/main")
+      << R"({"sha": ")" << commit << R"(", "siblings": [{"rfilename": "model.safetensors"}]})";
+  const TensorDirectory local = Write("org/name/resolve/" + commit + "/model.safetensors",
+                                      SampleSpec{"safetensors", 1 << 20});
+  const std::string cache = tmp_.File("offline-cache");
+  std::filesystem::create_directories(cache);
+  ASSERT_EQ(setenv("HF_ENDPOINT",
+                   ("http://127.0.0.1:" + std::to_string(server_->http_port())).c_str(), 1),
+            0);
+  ASSERT_EQ(setenv("HF_HUB_CACHE", cache.c_str(), 1), 0);
+  for (const char* offline : {"1", "ON", "yes", "True"}) {
+    ASSERT_EQ(setenv("HF_HUB_OFFLINE", offline, 1), 0);
+    const auto refused = ReadModelDirectory("hf://org/name");
+    ASSERT_FALSE(refused.ok()) << offline;
+    EXPECT_EQ(refused.status().code(), Code::kNotFound) << offline;
+    EXPECT_EQ(refused.status().message(),
+              "hf://org/name@main: not in the Hugging Face cache (" + cache +
+                  ") and HF_HUB_OFFLINE is set, so the hub is not asked: download it while "
+                  "online (huggingface-cli download org/name --revision main) or unset "
+                  "HF_HUB_OFFLINE")
+        << offline;
+  }
+  const auto r = RunHoist({"load", "hf://org/name", "--device", "host", "--quiet"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("HF_HUB_OFFLINE is set, so the hub is not asked"), std::string::npos)
+      << r.err;
+  for (const char* online : {"0", "off", "maybe"}) {
+    ASSERT_EQ(setenv("HF_HUB_OFFLINE", online, 1), 0);
+    const auto from_hub = ReadModelDirectory("hf://org/name");
+    ASSERT_TRUE(from_hub.ok()) << online << ": " << from_hub.status().ToString();
+    EXPECT_EQ(from_hub->files[0].path.rfind(server_->http(""), 0), 0u) << online;
+  }
+  // Cached: read from the cache while offline, byte-exact.
+  ASSERT_EQ(setenv("HF_HUB_OFFLINE", "1", 1), 0);
+  const std::string snapshot = cache + "/models--org--name/snapshots/" + commit;
+  std::filesystem::create_directories(snapshot);
+  std::filesystem::create_directories(cache + "/models--org--name/refs");
+  std::ofstream(cache + "/models--org--name/refs/main") << commit;
+  std::filesystem::copy(local.files[0].path, snapshot + "/model.safetensors");
+  auto cached = ReadModelDirectory("hf://org/name");
+  unsetenv("HF_HUB_OFFLINE");
+  unsetenv("HF_ENDPOINT");
+  unsetenv("HF_HUB_CACHE");
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->files[0].path, snapshot + "/model.safetensors");
+  auto model = Load(*cached, MakeDevice("host"), LoadOptions{});
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(local, **model);
+}
+
 // HTTP carries no checksum of its own: a byte changed in transit loads as it came, and `hoist
 // verify`, which reads the file again, names the tensor it lands in.
 TEST_F(HttpStorageTest, BytesCorruptedInTransitAreCaughtByVerifyNamingTheTensor) {
