@@ -23,6 +23,9 @@ Result<double> ParseByteRate(std::string_view text);
 // invalid-argument error naming `option` for NaN, infinities, negatives and sizes past 1 PiB.
 Result<uint64_t> MebibytesToBytes(double mib, std::string_view option);
 
+// Whether a and b are the same ASCII text but for the case of their letters.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // "1.50 GiB", "512.0 MiB", "17 B".
 std::string FormatBytes(uint64_t bytes);
 // Decimal gigabytes per second with two decimals: "53.70 GB/s".

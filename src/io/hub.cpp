@@ -1,7 +1,7 @@
 #include "io/hub.h"
 
 #include <algorithm>
-#include <cctype>
+#include <iterator>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/platform.h"
+#include "base/units.h"
 #include "io/http_storage.h"
 
 namespace hoist {
@@ -51,9 +52,10 @@ bool IsRevision(std::string_view revision) {
 // huggingface_hub's reading of HF_HUB_OFFLINE: 1, on, yes or true in any case; anything else
 // (unset, 0, a typo) is online, as the hub's own tools take it.
 bool HubOffline() {
-  std::string value = EnvironmentVariable("HF_HUB_OFFLINE");
-  for (char& c : value) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return value == "1" || value == "ON" || value == "YES" || value == "TRUE";
+  constexpr std::string_view kOn[] = {"1", "on", "yes", "true"};
+  const std::string value = EnvironmentVariable("HF_HUB_OFFLINE");
+  return std::any_of(std::begin(kOn), std::end(kOn),
+                     [&](std::string_view on) { return EqualsIgnoreCase(value, on); });
 }
 
 }  // namespace
