@@ -38,6 +38,15 @@ inline std::string EnvironmentVariable(const char* name) {
   return value == nullptr ? std::string() : std::string(value);
 }
 
+struct CommandOutput {
+  int exit_code = 0;  // 128 + N when signal N ended it
+  std::string output;
+};
+// Runs `command` through the system's shell (/bin/sh -c; cmd.exe on Windows) with its standard
+// output captured, at most max_bytes, and its standard error the caller's. kIoError when it
+// cannot start, writes more or runs past timeout_s (it is killed then; Windows waits for it).
+Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, double timeout_s);
+
 // SIGINT and SIGTERM (Ctrl-C and Ctrl-Break on Windows) set a flag that every wait of a load
 // checks; a second one ends the process at once. Idempotent.
 void InstallStopSignalHandlers();

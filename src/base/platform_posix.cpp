@@ -1,12 +1,16 @@
 #include <dlfcn.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #if defined(__linux__)
 #include <sys/vfs.h>
 #endif
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -123,6 +127,75 @@ bool SharedLibraryLoads(const char* name) {
   if (library == nullptr) return false;
   dlclose(library);
   return true;
+}
+
+extern "C" char** environ;  // NOLINT(readability-redundant-declaration): POSIX's, for posix_spawn
+
+Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, double timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return ErrnoStatus(errno, "pipe", command);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  std::string sh = "/bin/sh";
+  std::string dash_c = "-c";
+  std::string text = command;
+  char* argv[] = {sh.data(), dash_c.data(), text.data(), nullptr};
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    return ErrnoStatus(spawned, "posix_spawn /bin/sh -c", command);
+  }
+  CommandOutput result;
+  std::string failure;
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(timeout_s));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    pollfd p{fds[0], POLLIN, 0};
+    // Woken every 100 ms at most, so that a stop signal ends the wait.
+    const int ready =
+        left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+    if (StopSignalReceived() != 0) {
+      failure = "stopped";
+      break;
+    }
+    if (ready == 0) {
+      if (left.count() <= 0) {
+        failure = "it ran longer than " + std::to_string(static_cast<int>(timeout_s)) + " s";
+        break;
+      }
+      continue;
+    }
+    if (ready < 0 && errno == EINTR) continue;
+    char buffer[4096];
+    const ssize_t n = ready < 0 ? -1 : read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the end of its output
+    if (result.output.size() + static_cast<size_t>(n) > max_bytes) {
+      failure = "it wrote more than " + std::to_string(max_bytes) + " bytes";
+      break;
+    }
+    result.output.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (!failure.empty()) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!failure.empty()) {
+    HOIST_RETURN_IF_ERROR(StopRequested());
+    return Status::IoError("'" + command + "': " + failure + ": killed");
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
 }
 
 }  // namespace hoist

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 
 #include "base/platform.h"
 
@@ -93,6 +94,28 @@ bool SharedLibraryLoads(const char* name) {
   if (library == nullptr) return false;
   FreeLibrary(library);
   return true;
+}
+
+Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes,
+                                 double /*timeout_s*/) {
+  FILE* pipe = _popen(command.c_str(), "rb");
+  if (pipe == nullptr) return Status::IoError("'" + command + "' could not be started");
+  CommandOutput result;
+  char buffer[4096];
+  bool too_long = false;
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) {
+    if (result.output.size() + n > max_bytes) {
+      too_long = true;
+      break;
+    }
+    result.output.append(buffer, n);
+  }
+  result.exit_code = _pclose(pipe);
+  if (too_long) {
+    return Status::IoError("'" + command + "': it wrote more than " + std::to_string(max_bytes) +
+                           " bytes");
+  }
+  return result;
 }
 
 }  // namespace hoist

@@ -71,4 +71,9 @@ Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s = 0);
 // counters() totals its requests, retries and bytes.
 std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options);
 
+// One request to a credentials service (aws_credentials.h): no redirect followed, no retry, the
+// whole of it within the request's timeout, the CA bundle the environment names trusted; ends
+// at once on a stop signal. kIoError naming the URL when no answer came.
+Result<ServiceAnswer> AskService(const ServiceRequest& request);
+
 }  // namespace hoist

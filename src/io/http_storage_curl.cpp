@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -321,8 +322,20 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
  private:
   std::string CredentialsOrigin() const {
     if (!options_.s3) return "";
-    if (options_.s3->access_key_id.empty()) return "none found: the requests went unsigned";
-    return "access key " + options_.s3->access_key_id + " from " + options_.s3->profile;
+    if (!options_.s3->credentials) return "none found: the requests went unsigned";
+    const Result<AwsCredentials> c = options_.s3->credentials->Current();
+    return (c.ok() ? "access key " + c->access_key_id + " from " : std::string("from ")) +
+           options_.s3->credentials->name();
+  }
+
+  // The S3 credentials to sign a request with now; nullopt for a source that signs nothing.
+  Result<std::optional<AwsCredentials>> LiveCredentials(const std::string& name) const {
+    if (!options_.s3 || !options_.s3->credentials) return std::optional<AwsCredentials>();
+    Result<AwsCredentials> live = options_.s3->credentials->Current();
+    if (!live.ok()) {
+      return Status(live.status().code(), RedactUrl(name) + ": " + live.status().message());
+    }
+    return std::optional<AwsCredentials>(std::move(live).value());
   }
 
   Result<std::string> UrlOf(const std::string& name) const {
@@ -401,13 +414,16 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     idle_.push_back(std::move(h));
   }
 
-  // One request to url, no redirect followed; credentials: whether to send the source's.
+  // One request to url, no redirect followed; credentials: whether to send the source's (aws:
+  // the S3 credentials to sign with, or null).
   Response Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                const std::atomic<bool>* aborted, bool credentials, CURLcode* code);
+                const std::atomic<bool>* aborted, bool credentials, const AwsCredentials* aws,
+                CURLcode* code);
   // Once, following redirects by hand: credentials go to the first URL's origin only, so no
   // token, key or password reaches another host.
   Response Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                  const std::atomic<bool>* aborted, CURLcode* code, std::string* refused);
+                  const std::atomic<bool>* aborted, const AwsCredentials* aws, CURLcode* code,
+                  std::string* refused);
 
   HttpOptions options_;
   std::atomic<uint64_t> requests_{0};
@@ -450,7 +466,8 @@ constexpr const char* kEmptyPayloadHash =
     "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                          const std::atomic<bool>* aborted, bool credentials, CURLcode* code) {
+                          const std::atomic<bool>* aborted, bool credentials,
+                          const AwsCredentials* aws, CURLcode* code) {
   curl_easy_reset(h);
   Response response;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -491,15 +508,14 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   }
   std::string provider;
   std::string token;
-  if (credentials && options_.s3 && !options_.s3->access_key_id.empty()) {
-    const S3Config& s3 = *options_.s3;
-    provider = "aws:amz:" + s3.region + ":s3";
+  if (credentials && options_.s3 && aws != nullptr) {
+    provider = "aws:amz:" + options_.s3->region + ":s3";
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider.c_str());
-    curl_easy_setopt(h, CURLOPT_USERNAME, s3.access_key_id.c_str());
-    curl_easy_setopt(h, CURLOPT_PASSWORD, s3.secret_access_key.c_str());
+    curl_easy_setopt(h, CURLOPT_USERNAME, aws->access_key_id.c_str());
+    curl_easy_setopt(h, CURLOPT_PASSWORD, aws->secret_access_key.c_str());
     headers = curl_slist_append(headers, kEmptyPayloadHash);
-    if (!s3.session_token.empty()) {
-      token = "x-amz-security-token: " + s3.session_token;
+    if (!aws->session_token.empty()) {
+      token = "x-amz-security-token: " + aws->session_token;
       headers = curl_slist_append(headers, token.c_str());
     }
   }
@@ -527,13 +543,13 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
 }
 
 Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                            const std::atomic<bool>* aborted, CURLcode* code,
-                            std::string* refused) {
+                            const std::atomic<bool>* aborted, const AwsCredentials* aws,
+                            CURLcode* code, std::string* refused) {
   const std::string origin = OriginOf(url);
   std::string target = url;
   bool credentials = true;
   for (int hop = 0;; ++hop) {
-    Response r = Once(h, target, offset, n, sink, aborted, credentials, code);
+    Response r = Once(h, target, offset, n, sink, aborted, credentials, aws, code);
     const bool redirect =
         r.code == 301 || r.code == 302 || r.code == 303 || r.code == 307 || r.code == 308;
     if (*code != CURLE_OK || !redirect) return r;
@@ -639,9 +655,12 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
                            std::chrono::duration<double>(options_.stall_timeout_s));
   for (int attempt = 0;; ++attempt) {
     ResetSink(sink);
+    // Asked at every try: credentials that expire are fetched again before they do.
+    HOIST_ASSIGN_OR_RETURN(const std::optional<AwsCredentials> aws, LiveCredentials(name));
     CURLcode code = CURLE_OK;
     std::string refused;
-    const Response r = Follow(h.get(), url, offset, n, sink, aborted, &code, &refused);
+    const Response r =
+        Follow(h.get(), url, offset, n, sink, aborted, aws ? &*aws : nullptr, &code, &refused);
     if (code == CURLE_ABORTED_BY_CALLBACK || (aborted != nullptr && aborted->load())) {
       return Stopped(name);
     }
@@ -719,6 +738,66 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
 
 std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options) {
   return std::make_shared<HttpSource>(options);
+}
+
+namespace {
+
+size_t OnServiceBody(char* data, size_t size, size_t count, void* user) {
+  constexpr size_t kMostBytes = size_t{1} << 20;
+  auto* body = static_cast<std::string*>(user);
+  const size_t n = size * count;
+  if (n > kMostBytes - body->size()) return 0;  // aborts: no credentials answer is this long
+  body->append(data, n);
+  return n;
+}
+
+}  // namespace
+
+Result<ServiceAnswer> AskService(const ServiceRequest& request) {
+  InitCurlOnce();
+  const Handle h(curl_easy_init());
+  if (!h) return Status::IoError("libcurl could not make a handle");
+  ServiceAnswer answer;
+  Response response;
+  CURL* c = h.get();
+  curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  const auto ms = static_cast<long>(request.timeout_s * 1000);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, nullptr);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnServiceBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer.body);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "hoist");
+  std::string ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
+  if (ca_file.empty()) ca_file = EnvironmentVariable("SSL_CERT_FILE");
+  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+  curl_slist* headers = nullptr;
+  for (const std::string& header : request.headers) {
+    headers = curl_slist_append(headers, header.c_str());
+  }
+  if (request.method != "GET") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(request.body.size()));
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  const CURLcode code = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  if (code == CURLE_ABORTED_BY_CALLBACK) {
+    HOIST_RETURN_IF_ERROR(StopRequested());
+  }
+  if (code != CURLE_OK) {
+    return Status::IoError(RedactUrl(request.url) + ": " + curl_easy_strerror(code));
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &answer.code);
+  answer.reason = response.reason;
+  return answer;
 }
 
 }  // namespace hoist

@@ -36,4 +36,6 @@ std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& /*options*/) {
   return std::make_shared<NoHttpStorage>();
 }
 
+Result<ServiceAnswer> AskService(const ServiceRequest& request) { return NoHttp(request.url); }
+
 }  // namespace hoist

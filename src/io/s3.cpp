@@ -160,47 +160,31 @@ Result<S3Object> ParseS3Name(std::string_view name) {
 
 Result<S3Config> S3ConfigFromEnvironment() {
   S3Config config;
-  std::string profile = EnvironmentVariable("AWS_PROFILE");
-  if (profile.empty()) profile = "default";
-  config.profile = "profile '" + profile + "'";
+  AwsChainInput chain;
+  chain.profile = EnvironmentVariable("AWS_PROFILE");
+  if (chain.profile.empty()) chain.profile = "default";
   const std::string credentials = AwsFile("AWS_SHARED_CREDENTIALS_FILE", "credentials");
   const std::string settings = AwsFile("AWS_CONFIG_FILE", "config");
-  const std::string settings_section = profile == "default" ? profile : "profile " + profile;
-  auto setting = [&](const char* key) {
+  const std::string section =
+      chain.profile == "default" ? chain.profile : "profile " + chain.profile;
+  chain.setting = [credentials, settings, section, profile = chain.profile](const char* key) {
     if (auto v = IniValue(credentials, profile, key)) return *v;
-    return IniValue(settings, settings_section, key).value_or("");
+    return IniValue(settings, section, key).value_or("");
   };
-
   config.region = FirstOf({"AWS_REGION", "AWS_DEFAULT_REGION"});
-  if (config.region.empty()) config.region = setting("region");
+  if (config.region.empty()) config.region = chain.setting("region");
   if (config.region.empty()) config.region = "us-east-1";
   config.endpoint = FirstOf({"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
-  if (config.endpoint.empty()) config.endpoint = setting("endpoint_url");
-
-  const std::string key = EnvironmentVariable("AWS_ACCESS_KEY_ID");
-  const std::string secret = EnvironmentVariable("AWS_SECRET_ACCESS_KEY");
-  if (!key.empty() || !secret.empty()) {
-    if (key.empty() || secret.empty()) {
-      return Status::InvalidArgument(
-          std::string(key.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
-          " is set without " + (key.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
-          ": S3 requests need both or neither");
-    }
-    config.access_key_id = key;
-    config.secret_access_key = secret;
-    config.session_token = EnvironmentVariable("AWS_SESSION_TOKEN");
-    config.profile = "AWS_ACCESS_KEY_ID";
-    return config;
-  }
-  config.access_key_id = setting("aws_access_key_id");
-  config.secret_access_key = setting("aws_secret_access_key");
-  config.session_token = setting("aws_session_token");
-  if (config.access_key_id.empty() != config.secret_access_key.empty()) {
-    return Status::InvalidArgument("AWS profile '" + profile +
-                                   "' has only one of aws_access_key_id and "
-                                   "aws_secret_access_key: S3 requests need both or neither");
-  }
+  if (config.endpoint.empty()) config.endpoint = chain.setting("endpoint_url");
+  chain.region = config.region;
+  chain.ask = AskService;
+  HOIST_ASSIGN_OR_RETURN(config.credentials, FindAwsCredentials(chain));
   return config;
+}
+
+std::optional<std::string> XmlElementText(std::string_view xml, std::string_view tag) {
+  size_t from = 0;
+  return Element(xml, tag, &from);
 }
 
 std::string S3ObjectUrl(const S3Config& config, const S3Object& object) {

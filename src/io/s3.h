@@ -4,11 +4,14 @@
 // configuration comes from, the URLs, the listing's XML.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
+#include "io/aws_credentials.h"
 
 namespace hoist {
 
@@ -18,11 +21,9 @@ struct S3Config {
   // with dots, which TLS's wildcard names cannot match). Set: an S3-compatible endpoint such as
   // "http://127.0.0.1:9000", addressed path-style (ENDPOINT/BUCKET/KEY) as MinIO and Ceph expect.
   std::string endpoint;
-  // Empty access_key_id: requests go unsigned (public buckets). Secrets are never printed.
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;  // temporary credentials' x-amz-security-token
-  std::string profile;        // where the credentials came from, for messages: "profile 'NAME'"
+  // Null: requests go unsigned (public buckets). Secrets are never printed; the source's name
+  // is, in a refusal's message.
+  std::shared_ptr<AwsCredentialSource> credentials;
 };
 
 struct S3Object {
@@ -38,11 +39,14 @@ Result<S3Object> ParseS3Name(std::string_view name);
 
 // The configuration the AWS SDKs would use: region from AWS_REGION, AWS_DEFAULT_REGION, else
 // the profile's `region`; endpoint from AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else the
-// profile's `endpoint_url`; credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-// AWS_SESSION_TOKEN, else the profile (AWS_PROFILE, default "default") in
-// AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), then in AWS_CONFIG_FILE (~/.aws/config).
-// kInvalidArgument when only one of the key and the secret is given.
+// profile's `endpoint_url`; credentials from the chain (aws_credentials.h), the profile being
+// AWS_PROFILE (default "default") in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), then in
+// AWS_CONFIG_FILE (~/.aws/config). kInvalidArgument when only one of a pair is given; a source
+// that fails, its error.
 Result<S3Config> S3ConfigFromEnvironment();
+
+// The text of the first <tag> element of `xml`, XML's five entities decoded; nullopt when absent.
+std::optional<std::string> XmlElementText(std::string_view xml, std::string_view tag);
 
 // The URL that serves an object, its key percent-encoded as S3's signatures expect.
 std::string S3ObjectUrl(const S3Config& config, const S3Object& object);

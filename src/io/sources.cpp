@@ -133,9 +133,11 @@ Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_
     if (Result<S3Object> object = ParseS3Name(name); !object.ok()) return object.status();
     // The configuration is read for every model, so credentials that change between loads
     // (rotated, or a test's) take effect.
-    HOIST_ASSIGN_OR_RETURN(S3Config s3, S3ConfigFromEnvironment());
     HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
-    options.s3 = std::move(s3);
+    // After the settings: finding credentials may ask services (STS, IMDS) over the network.
+    Result<S3Config> s3 = S3ConfigFromEnvironment();
+    if (!s3.ok()) return Status(s3.status().code(), name + ": " + s3.status().message());
+    options.s3 = std::move(s3).value();
     return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};

@@ -847,9 +847,8 @@ TEST_F(HttpStorageTest, CredentialHeadersAreDroppedOnARedirectToAnotherOrigin) {
   HttpOptions options = Options();
   S3Config s3;
   s3.endpoint = "http://127.0.0.1:" + std::to_string(first.port());
-  s3.access_key_id = "AKIDEXAMPLE";
-  s3.secret_access_key = "wJalrXUtnFEMI/K7MDENG";
-  s3.session_token = "SESSIONTOKEN";
+  s3.credentials = AwsCredentialSource::Fixed(
+      "the test", {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", "SESSIONTOKEN", std::nullopt});
   options.s3 = s3;
   options.bearer_token = "hf_TOKEN";
   options.token_host = "127.0.0.1:" + std::to_string(first.port());

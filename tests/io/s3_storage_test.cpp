@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "format/model.h"
 #include "format/sample_model.h"
@@ -53,11 +55,17 @@ class S3Server {
   bool ok() const { return process_.started() && port_ > 0; }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
-  // How many requests passed the signature check and how many were refused.
-  nlohmann::json Counts() const {
+  // How many requests passed the signature check, were refused, or came with expired keys, and
+  // how many keys each credentials service issued.
+  nlohmann::json Counts() const { return Get("/__counts"); }
+  // Sets the fakes' statedSeconds, hardMs, delayMs (tests/reference/s3_server.mjs).
+  void Configure(const std::string& query) const { Get("/__config?" + query); }
+
+ private:
+  nlohmann::json Get(const std::string& path) const {
     const int s = Connect(port_);
     if (s < 0) return {};
-    const std::string request = "GET /__counts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     if (send(s, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
       close(s);
       return {};
@@ -74,7 +82,6 @@ class S3Server {
                                                              /*allow_exceptions=*/false);
   }
 
- private:
   ServerProcess process_;
   int port_ = -1;
 };
@@ -122,12 +129,13 @@ class S3StorageTest : public ::testing::Test {
   }
 
   static Result<std::unique_ptr<LoadedModel>> LoadName(const std::string& name,
-                                                       TensorDirectory* dir_out) {
+                                                       TensorDirectory* dir_out, int threads = 4,
+                                                       uint64_t chunk_bytes = 1 << 20) {
     HOIST_ASSIGN_OR_RETURN(const ModelLocation where, LocateModel(name));
     HOIST_ASSIGN_OR_RETURN(TensorDirectory dir, ReadModelDirectory(where.storage, where.path));
     LoadOptions options;
-    options.threads = 4;
-    options.chunk_bytes = 1 << 20;
+    options.threads = threads;
+    options.chunk_bytes = chunk_bytes;
     auto model = Load(dir, MakeDevice("host"), options);
     *dir_out = std::move(dir);
     return model;
@@ -202,7 +210,9 @@ TEST_F(S3StorageTest, CredentialsAndRegionComeFromAProfileWhenTheEnvironmentHasN
   Set("AWS_PROFILE", "loader");
   auto config = S3ConfigFromEnvironment();
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  EXPECT_EQ(config->access_key_id, "S3RVER");
+  ASSERT_NE(config->credentials, nullptr);
+  EXPECT_EQ(config->credentials->name(), "profile 'loader'");
+  EXPECT_EQ(config->credentials->Current()->access_key_id, "S3RVER");
   EXPECT_EQ(config->region, "eu-west-1");
   TensorDirectory remote;
   auto model = LoadName("s3://models/a/model.safetensors", &remote);
@@ -221,8 +231,8 @@ TEST_F(S3StorageTest, CredentialsAndRegionComeFromAProfileWhenTheEnvironmentHasN
   const auto half = RunHoist({"inspect", "s3://models/a/model.safetensors"});
   EXPECT_EQ(half.exit_code, 1);
   EXPECT_EQ(half.err,
-            "hoist: AWS_ACCESS_KEY_ID is set without AWS_SECRET_ACCESS_KEY: S3 requests need "
-            "both or neither\n");
+            "hoist: s3://models/a/model.safetensors: AWS_ACCESS_KEY_ID is set without "
+            "AWS_SECRET_ACCESS_KEY: S3 requests need both or neither\n");
 }
 
 TEST_F(S3StorageTest, TheCliLoadsAnS3NameAndReportsItsSource) {
@@ -243,6 +253,163 @@ TEST_F(S3StorageTest, TheCliLoadsAnS3NameAndReportsItsSource) {
   EXPECT_EQ(r.err,
             "hoist: s3://Models/m.gguf: 'Models' is not an S3 bucket name (3 to 63 lowercase "
             "letters, digits, dots and hyphens; s3://BUCKET/KEY)\n");
+}
+
+// The sources of temporary credentials the AWS SDKs read, each faked on the S3 server's port
+// (tests/reference/s3_server.mjs): the keys each issues sign every request of a load, and the
+// server checks every signature with the issued secret and the session token.
+TEST_F(S3StorageTest, EachSourceOfTemporaryCredentialsSignsALoadByteExact) {
+  const TensorDirectory local = Upload("a/model.safetensors", SampleSpec{"safetensors", 1 << 20});
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  std::ofstream(tmp_.File("web-token")) << "web-identity-token\n";
+  std::ofstream(tmp_.File("container-token")) << "container-authorization-token";
+  const std::string endpoint = server_->endpoint();
+  struct Case {
+    std::string source;  // the credentials' name in messages
+    std::vector<std::pair<std::string, std::string>> environment;
+    std::string issuer;
+  };
+  for (const Case& c :
+       {Case{"web identity (role arn:aws:iam::123456789012:role/loader, "
+             "AWS_WEB_IDENTITY_TOKEN_FILE)",
+             {{"AWS_WEB_IDENTITY_TOKEN_FILE", tmp_.File("web-token")},
+              {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/loader"}},
+             "sts"},
+        Case{"the container credentials endpoint (" + endpoint + "/__container/creds)",
+             {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint + "/__container/creds"},
+              {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", tmp_.File("container-token")}},
+             "container"},
+        Case{"the instance metadata service (role loader-role)",
+             {{"AWS_EC2_METADATA_DISABLED", "false"},
+              {"AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint}},
+             "imds"}}) {
+    SCOPED_TRACE(c.source);
+    for (const auto& [name, value] : c.environment) Set(name, value);
+    auto config = S3ConfigFromEnvironment();
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    ASSERT_NE(config->credentials, nullptr);
+    EXPECT_EQ(config->credentials->name(), c.source);
+    EXPECT_EQ(config->credentials->Current()->access_key_id.rfind("ASIA", 0), 0u);
+    TensorDirectory remote;
+    auto model = LoadName("s3://models/a/model.safetensors", &remote);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(local, **model);
+    for (const auto& [name, value] : c.environment) unsetenv(name.c_str());
+    // One fetch for the configuration above, one for the load's; none more while they live.
+    EXPECT_EQ(server_->Counts()["issued"][c.issuer], 2);
+  }
+  const nlohmann::json counts = server_->Counts();
+  EXPECT_GT(counts.value("signed", 0), 0);
+  EXPECT_EQ(counts.value("refused", -1), 0);
+}
+
+TEST_F(S3StorageTest, AProfilesCredentialProcessGivesItsKeysOrIsNamedWhenItFails) {
+  const TensorDirectory local = Upload("a/model.safetensors", SampleSpec{"safetensors", 1 << 20});
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  std::ofstream(tmp_.File("config"))
+      << "[profile process]\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": "
+         "\"S3RVER\", \"SecretAccessKey\": \"S3RVER\"}'\n\n"
+      << "[profile failing]\ncredential_process = sh -c 'echo no session >&2; exit 3'\n\n"
+      << "[profile chatty]\ncredential_process = echo not json\n\n"
+      << "[profile sso]\nsso_session = corp\nsso_account_id = 1\n";
+  Set("AWS_CONFIG_FILE", tmp_.File("config"));
+  Set("AWS_PROFILE", "process");
+  auto config = S3ConfigFromEnvironment();
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->credentials->name(), "the credential_process of profile 'process'");
+  TensorDirectory remote;
+  auto model = LoadName("s3://models/a/model.safetensors", &remote);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(local, **model);
+
+  const std::string name = "s3://models/a/model.safetensors";
+  Set("AWS_PROFILE", "failing");
+  auto r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "no session\nhoist: " + name +
+                       ": S3 credentials from the credential_process of profile 'failing': the "
+                       "command exited with status 3 (its error output is above)\n");
+  Set("AWS_PROFILE", "chatty");
+  r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + name +
+                       ": S3 credentials from the credential_process of profile 'chatty': the "
+                       "command's output is not a JSON object with \"Version\": 1\n");
+  Set("AWS_PROFILE", "sso");
+  r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + name +
+                       ": AWS profile 'sso' signs in through IAM Identity Center (SSO), which "
+                       "hoist does not read: export its credentials (aws configure "
+                       "export-credentials --profile sso --format env) and load again\n");
+}
+
+// A source that refuses is named with what it said; the token sent to it never is (each
+// message is compared whole).
+TEST_F(S3StorageTest, ACredentialsSourceThatRefusesIsNamedAndItsTokenNeverPrinted) {
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  const std::string name = "s3://models/a/model.safetensors";
+  const std::string endpoint = server_->endpoint();
+  std::ofstream(tmp_.File("web-token")) << "stolen-web-token\n";
+  Set("AWS_WEB_IDENTITY_TOKEN_FILE", tmp_.File("web-token"));
+  Set("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/loader");
+  auto r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + name +
+                       ": S3 credentials from web identity (role "
+                       "arn:aws:iam::123456789012:role/loader, AWS_WEB_IDENTITY_TOKEN_FILE): " +
+                       endpoint +
+                       "/ answered 403 Forbidden: AccessDenied: Not authorized to perform "
+                       "sts:AssumeRoleWithWebIdentity\n");
+  unsetenv("AWS_ROLE_ARN");
+  r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.err, "hoist: " + name +
+                       ": AWS_WEB_IDENTITY_TOKEN_FILE is set without AWS_ROLE_ARN: a web "
+                       "identity needs both\n");
+  unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+
+  Set("AWS_CONTAINER_CREDENTIALS_FULL_URI", endpoint + "/__container/creds");
+  Set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "stolen-container-token");
+  r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + name + ": S3 credentials from the container credentials endpoint (" +
+                       endpoint + "/__container/creds): " + endpoint +
+                       "/__container/creds answered 401 Unauthorized: "
+                       "{\"code\":\"Unauthorized\",\"message\":\"not authorized\"}\n");
+  // Over plain http, the token goes to loopback and the container agents' addresses only.
+  Set("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://203.0.113.9:8080/creds");
+  r = RunHoist({"inspect", name});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + name +
+                       ": AWS_CONTAINER_CREDENTIALS_FULL_URI 'http://203.0.113.9:8080/creds': a "
+                       "container credentials endpoint over http must be on loopback or the "
+                       "container agent's address (169.254.170.2, 169.254.170.23), else https: "
+                       "its token is not sent there\n");
+}
+
+// Keys that live shorter than the load: fetched again before they expire, every request
+// signed with live ones (the server refuses a key 2 s after it issued it, while its stated
+// Expiration lies 301 s ahead: 1 s past the five-minute window).
+TEST_F(S3StorageTest, CredentialsThatExpireDuringALoadAreFetchedAgainBeforeTheyDo) {
+  const TensorDirectory local = Upload("r/model.safetensors", SampleSpec{"safetensors", 16 << 20});
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  Set("AWS_CONTAINER_CREDENTIALS_FULL_URI", server_->endpoint() + "/__container/creds");
+  Set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-authorization-token");
+  server_->Configure("statedSeconds=301&hardMs=2000&delayMs=100");
+  TensorDirectory remote;
+  // 64 ranged GETs of 256 KiB on 2 readers, each answered after 100 ms: over 3 s.
+  auto model = LoadName("s3://models/r/model.safetensors", &remote, 2, 256 << 10);
+  server_->Configure("statedSeconds=3600&hardMs=0&delayMs=0");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectByteExact(local, **model);
+  const nlohmann::json counts = server_->Counts();
+  EXPECT_GE(counts["issued"]["container"].get<int>(), 3);
+  EXPECT_EQ(counts.value("expired", -1), 0);
+  EXPECT_EQ(counts.value("refused", -1), 0);
 }
 
 }  // namespace

@@ -1,0 +1,438 @@
+#include "io/aws_credentials.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <ctime>
+#include <utility>
+
+#include "base/platform.h"
+#include "base/units.h"
+#include "io/http_storage.h"
+#include "io/s3.h"
+#include "io/storage.h"
+
+namespace hoist {
+
+AwsCredentialSource::AwsCredentialSource(std::string name, FetchFn fetch)
+    : name_(std::move(name)), fetch_(std::move(fetch)) {}
+
+std::shared_ptr<AwsCredentialSource> AwsCredentialSource::Fixed(std::string name,
+                                                                const AwsCredentials& credentials) {
+  return std::make_shared<AwsCredentialSource>(
+      std::move(name), [credentials]() -> Result<AwsCredentials> { return credentials; });
+}
+
+int AwsCredentialSource::fetches() const {
+  MutexLock lock(mutex_);
+  return fetches_;
+}
+
+Result<AwsCredentials> AwsCredentialSource::Current() {
+  // The SDKs' window: credentials are fetched again five minutes before they expire. Fetches
+  // are at least a second apart while the old ones still work, so that a source whose
+  // credentials live shorter than the window is not asked for every request.
+  constexpr auto kWindow = std::chrono::minutes(5);
+  constexpr auto kFewestSecondsApart = std::chrono::seconds(1);
+  MutexLock lock(mutex_);
+  const auto now = std::chrono::system_clock::now();
+  static constexpr auto kNever = std::chrono::system_clock::time_point::max();
+  const auto expires = current_ && current_->expiration ? *current_->expiration : kNever;
+  const bool live = current_ && now < expires;
+  if (live &&
+      (expires == kNever || expires - now > kWindow || now - last_fetch_ < kFewestSecondsApart)) {
+    return *current_;
+  }
+  ++fetches_;
+  last_fetch_ = now;
+  Result<AwsCredentials> fetched = fetch_();
+  if (!fetched.ok()) {
+    if (live) return *current_;  // still good: the next request asks again
+    return fetched.status();
+  }
+  current_ = std::move(fetched).value();
+  return *current_;
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseIsoTime(const std::string& text) {
+  std::tm tm{};
+  int year = 0;
+  int month = 0;
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &month, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  std::string_view rest = std::string_view(text).substr(static_cast<size_t>(consumed));
+  if (!rest.empty() && rest.front() == '.') {  // fractions of a second: dropped
+    rest.remove_prefix(1);
+    while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front())) != 0) {
+      rest.remove_prefix(1);
+    }
+  }
+  if (rest != "Z" && rest != "+00:00") return std::nullopt;
+  if (month < 1 || month > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
+    return std::nullopt;
+  }
+  // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil):
+  // timegm is not on every platform hoist builds for.
+  const int y = year - (month <= 2 ? 1 : 0);
+  const int era = (y >= 0 ? y : y - 399) / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + tm.tm_mday - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = int64_t{era} * 146097 + doe - 719468;
+  const int64_t seconds =
+      days * 86400 + int64_t{tm.tm_hour} * 3600 + int64_t{tm.tm_min} * 60 + tm.tm_sec;
+  return std::chrono::system_clock::time_point(std::chrono::seconds(seconds));
+}
+
+namespace {
+
+Status SourceError(const std::string& source, const std::string& what) {
+  return Status::IoError("S3 credentials from " + source + ": " + what);
+}
+
+// The service's answer, or an error naming the source, the URL and what the service said (its
+// error document's code and message, never the request's token).
+Result<ServiceAnswer> Ask(const AskServiceFn& ask, const std::string& source,
+                          const ServiceRequest& request) {
+  Result<ServiceAnswer> answer = ask(request);
+  if (!answer.ok()) return SourceError(source, answer.status().message());
+  if (answer->code < 200 || answer->code > 299) {
+    std::string what = request.url + " answered " + std::to_string(answer->code) +
+                       (answer->reason.empty() ? "" : " " + Printable(answer->reason));
+    if (const std::string summary = S3ErrorSummary(answer->body); !summary.empty()) {
+      what += ": " + Printable(summary);
+    } else if (!answer->body.empty()) {
+      what += ": " + Printable(answer->body, 200);
+    }
+    return SourceError(source, what);
+  }
+  return answer;
+}
+
+// Credentials from a JSON document (the container endpoint's and the instance metadata
+// service's "Token", credential_process's "SessionToken").
+Result<AwsCredentials> FromJson(const std::string& source, const std::string& text,
+                                const char* token_key) {
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto field = [&](const char* key) -> std::string {
+    if (!doc.is_object() || !doc.contains(key) || !doc[key].is_string()) return "";
+    return doc[key].get<std::string>();
+  };
+  AwsCredentials c{field("AccessKeyId"), field("SecretAccessKey"), field(token_key), std::nullopt};
+  if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+    return SourceError(source,
+                       "the answer is not credentials (a JSON object with AccessKeyId "
+                       "and SecretAccessKey)");
+  }
+  if (const std::string expiration = field("Expiration"); !expiration.empty()) {
+    c.expiration = ParseIsoTime(expiration);
+    if (!c.expiration) {
+      return SourceError(source, "the credentials' Expiration '" + Printable(expiration) +
+                                     "' is not an ISO 8601 UTC time");
+    }
+  }
+  return c;
+}
+
+std::string Trimmed(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
+    text.pop_back();
+  }
+  size_t begin = 0;
+  while (begin < text.size() && std::isspace(static_cast<unsigned char>(text[begin])) != 0) {
+    ++begin;
+  }
+  return text.substr(begin);
+}
+
+bool HasLineBreak(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
+
+// STS's AssumeRoleWithWebIdentity: the token file read again at every fetch (Kubernetes
+// rotates it).
+AwsCredentialSource::FetchFn WebIdentity(const AskServiceFn& ask, const std::string& source,
+                                         const std::string& token_file, const std::string& role_arn,
+                                         const std::string& endpoint) {
+  return [=]() -> Result<AwsCredentials> {
+    Result<std::string> token = ReadSmallFile(*LocalStorage(), token_file, 64u << 10);
+    if (!token.ok()) return SourceError(source, token.status().message());
+    std::string session = EnvironmentVariable("AWS_ROLE_SESSION_NAME");
+    if (session.empty()) session = "hoist-" + std::to_string(std::time(nullptr));
+    ServiceRequest request;
+    request.method = "POST";
+    request.url = endpoint + "/";
+    request.body = "Action=AssumeRoleWithWebIdentity&RoleArn=" + PercentEncode(role_arn, false) +
+                   "&RoleSessionName=" + PercentEncode(session, false) +
+                   "&Version=2011-06-15&WebIdentityToken=" + PercentEncode(Trimmed(*token), false);
+    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer, Ask(ask, source, request));
+    const std::string& xml = answer.body;
+    AwsCredentials c{XmlElementText(xml, "AccessKeyId").value_or(""),
+                     XmlElementText(xml, "SecretAccessKey").value_or(""),
+                     XmlElementText(xml, "SessionToken").value_or(""), std::nullopt};
+    if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+      return SourceError(source, request.url + " answered with no Credentials");
+    }
+    if (const auto expiration = XmlElementText(xml, "Expiration")) {
+      c.expiration = ParseIsoTime(*expiration);
+      if (!c.expiration) {
+        return SourceError(source, "the credentials' Expiration '" + Printable(*expiration) +
+                                       "' is not an ISO 8601 UTC time");
+      }
+    }
+    return c;
+  };
+}
+
+AwsCredentialSource::FetchFn CredentialProcess(const std::string& source,
+                                               const std::string& command) {
+  return [=]() -> Result<AwsCredentials> {
+    // The SDKs give a process a minute; its standard error goes to the user's.
+    Result<CommandOutput> run = RunCommand(command, 1u << 20, 60);
+    if (!run.ok()) return SourceError(source, run.status().message());
+    if (run->exit_code != 0) {
+      return SourceError(source, "the command exited with status " +
+                                     std::to_string(run->exit_code) +
+                                     " (its error output is above)");
+    }
+    const nlohmann::json doc = nlohmann::json::parse(run->output, nullptr, false);
+    if (!doc.is_object() || doc.value("Version", 0) != 1) {
+      return SourceError(source, "the command's output is not a JSON object with \"Version\": 1");
+    }
+    return FromJson(source, run->output, "SessionToken");
+  };
+}
+
+// Whether the container endpoint at `url` may be sent its authorization token: over https
+// anywhere; over http only on loopback or the container agents' link-local addresses, as the
+// SDKs allow.
+bool ContainerEndpointAllowed(const std::string& url) {
+  if (url.rfind("https://", 0) == 0) return true;
+  if (url.rfind("http://", 0) != 0) return false;
+  const size_t host = 7;
+  const size_t end = url.find_first_of("/?#", host);
+  std::string authority = url.substr(host, end == std::string::npos ? end : end - host);
+  if (authority.find('@') != std::string::npos) return false;
+  std::string name = authority;
+  if (!name.empty() && name.front() == '[') {
+    name = name.substr(0, name.find(']') + 1);
+  } else if (const size_t colon = name.rfind(':'); colon != std::string::npos) {
+    name = name.substr(0, colon);
+  }
+  if (name == "localhost" || name == "[::1]" || name == "169.254.170.2" ||
+      name == "169.254.170.23" || name == "[fd00:ec2::23]") {
+    return true;
+  }
+  int a = 0;
+  int b = 0;
+  int c = 0;
+  int d = 0;
+  char tail = 0;
+  return std::sscanf(name.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
+         b >= 0 && b < 256 && c >= 0 && c < 256 && d >= 0 && d < 256;
+}
+
+Result<std::shared_ptr<AwsCredentialSource>> Container(const AskServiceFn& ask) {
+  const std::string relative = EnvironmentVariable("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  const std::string full = EnvironmentVariable("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+  if (relative.empty() && full.empty()) return std::shared_ptr<AwsCredentialSource>();
+  const std::string url = !relative.empty() ? "http://169.254.170.2" + relative : full;
+  if (!ContainerEndpointAllowed(url)) {
+    return Status::InvalidArgument(
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI '" + RedactUrl(url) +
+        "': a container credentials endpoint over http must be on loopback or the container "
+        "agent's address (169.254.170.2, 169.254.170.23), else https: its token is not sent "
+        "there");
+  }
+  const std::string source = "the container credentials endpoint (" + RedactUrl(url) + ")";
+  auto fetch = [ask, url, source]() -> Result<AwsCredentials> {
+    ServiceRequest request;
+    request.url = url;
+    std::string token;
+    if (const std::string file = EnvironmentVariable("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+        !file.empty()) {
+      Result<std::string> text = ReadSmallFile(*LocalStorage(), file, 64u << 10);
+      if (!text.ok()) return SourceError(source, text.status().message());
+      token = Trimmed(*text);
+    } else {
+      token = EnvironmentVariable("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    }
+    if (HasLineBreak(token)) {
+      return SourceError(source, "the authorization token holds a line break: refused");
+    }
+    if (!token.empty()) request.headers.push_back("Authorization: " + token);
+    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer, Ask(ask, source, request));
+    return FromJson(source, answer.body, "Token");
+  };
+  return std::make_shared<AwsCredentialSource>(source, fetch);
+}
+
+// The instance's role through IMDSv2: a session token (PUT), the role's name, its credentials.
+// nullopt when no instance metadata service answers or the instance has no role.
+Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
+                                                   const std::string& endpoint,
+                                                   const std::string& source, std::string* role) {
+  // The SDKs' second: a machine that is no cloud instance finds out at once.
+  constexpr double kImdsSeconds = 1;
+  ServiceRequest put;
+  put.method = "PUT";
+  put.url = endpoint + "/latest/api/token";
+  put.headers = {"X-aws-ec2-metadata-token-ttl-seconds: 21600"};
+  put.timeout_s = kImdsSeconds;
+  Result<ServiceAnswer> token = ask(put);
+  if (!token.ok() || token->code == 404) return std::optional<AwsCredentials>();
+  if (token->code != 200) {
+    return SourceError(source, put.url + " answered " + std::to_string(token->code));
+  }
+  const std::string session = Trimmed(token->body);
+  if (HasLineBreak(session)) return SourceError(source, "the session token holds a line break");
+  ServiceRequest get;
+  get.url = endpoint + "/latest/meta-data/iam/security-credentials/";
+  get.headers = {"X-aws-ec2-metadata-token: " + session};
+  get.timeout_s = kImdsSeconds;
+  Result<ServiceAnswer> roles = ask(get);
+  if (roles.ok() && roles->code == 404) return std::optional<AwsCredentials>();  // no role
+  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer listed, Ask(ask, source, get));
+  *role = Trimmed(listed.body.substr(0, listed.body.find('\n')));
+  if (role->empty() || PercentEncode(*role, false) != *role) {
+    return SourceError(source, "the role's name '" + Printable(*role) + "' is not one");
+  }
+  get.url += *role;
+  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer, Ask(ask, source, get));
+  HOIST_ASSIGN_OR_RETURN(AwsCredentials c, FromJson(source, answer.body, "Token"));
+  return std::optional<AwsCredentials>(std::move(c));
+}
+
+Result<std::shared_ptr<AwsCredentialSource>> Instance(const AskServiceFn& ask) {
+  if (EqualsIgnoreCase(EnvironmentVariable("AWS_EC2_METADATA_DISABLED"), "true")) {
+    return std::shared_ptr<AwsCredentialSource>();
+  }
+  std::string endpoint = EnvironmentVariable("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (endpoint.empty()) endpoint = "http://169.254.169.254";
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  std::string role;
+  HOIST_ASSIGN_OR_RETURN(std::optional<AwsCredentials> first,
+                         FromInstance(ask, endpoint, "the instance metadata service", &role));
+  if (!first) return std::shared_ptr<AwsCredentialSource>();
+  const std::string source = "the instance metadata service (role " + role + ")";
+  auto pending = std::make_shared<std::optional<AwsCredentials>>(std::move(first));
+  auto fetch = [ask, endpoint, source, pending]() -> Result<AwsCredentials> {
+    if (*pending) {  // the first fetch, made to find the role
+      AwsCredentials c = std::move(**pending);
+      pending->reset();
+      return c;
+    }
+    std::string role;
+    HOIST_ASSIGN_OR_RETURN(std::optional<AwsCredentials> c,
+                           FromInstance(ask, endpoint, source, &role));
+    if (!c) return SourceError(source, "the instance no longer answers with a role");
+    return std::move(*c);
+  };
+  return std::make_shared<AwsCredentialSource>(source, fetch);
+}
+
+// The STS endpoint a web identity is exchanged at: the SDKs' AWS_ENDPOINT_URL_STS, then
+// AWS_ENDPOINT_URL (every service's), else the region's.
+std::string StsEndpoint(const std::string& region) {
+  std::string endpoint = EnvironmentVariable("AWS_ENDPOINT_URL_STS");
+  if (endpoint.empty()) endpoint = EnvironmentVariable("AWS_ENDPOINT_URL");
+  if (endpoint.empty())
+    endpoint = "https://sts." + (region.empty() ? "us-east-1" : region) + ".amazonaws.com";
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  return endpoint;
+}
+
+// The environment's keys, else a web identity the environment names; null when neither.
+Result<std::shared_ptr<AwsCredentialSource>> FromEnvironment(const AwsChainInput& input) {
+  const std::string key = EnvironmentVariable("AWS_ACCESS_KEY_ID");
+  const std::string secret = EnvironmentVariable("AWS_SECRET_ACCESS_KEY");
+  if (!key.empty() || !secret.empty()) {
+    if (key.empty() || secret.empty()) {
+      return Status::InvalidArgument(
+          std::string(key.empty() ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID") +
+          " is set without " + (key.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
+          ": S3 requests need both or neither");
+    }
+    return AwsCredentialSource::Fixed(
+        "AWS_ACCESS_KEY_ID", {key, secret, EnvironmentVariable("AWS_SESSION_TOKEN"), std::nullopt});
+  }
+  const std::string token_file = EnvironmentVariable("AWS_WEB_IDENTITY_TOKEN_FILE");
+  const std::string role = EnvironmentVariable("AWS_ROLE_ARN");
+  if (token_file.empty() != role.empty()) {
+    return Status::InvalidArgument(
+        std::string(token_file.empty() ? "AWS_ROLE_ARN" : "AWS_WEB_IDENTITY_TOKEN_FILE") +
+        " is set without " + (token_file.empty() ? "AWS_WEB_IDENTITY_TOKEN_FILE" : "AWS_ROLE_ARN") +
+        ": a web identity needs both");
+  }
+  if (token_file.empty()) return std::shared_ptr<AwsCredentialSource>();
+  const std::string source = "web identity (role " + role + ", AWS_WEB_IDENTITY_TOKEN_FILE)";
+  return std::make_shared<AwsCredentialSource>(
+      source, WebIdentity(input.ask, source, token_file, role, StsEndpoint(input.region)));
+}
+
+// The profile's keys, web identity or credential_process; null when it has none of them.
+Result<std::shared_ptr<AwsCredentialSource>> FromProfile(const AwsChainInput& input) {
+  const std::string profile = "profile '" + input.profile + "'";
+  const std::string key = input.setting("aws_access_key_id");
+  const std::string secret = input.setting("aws_secret_access_key");
+  if (key.empty() != secret.empty()) {
+    return Status::InvalidArgument("AWS " + profile +
+                                   " has only one of aws_access_key_id and "
+                                   "aws_secret_access_key: S3 requests need both or neither");
+  }
+  if (!key.empty()) {
+    return AwsCredentialSource::Fixed(
+        profile, {key, secret, input.setting("aws_session_token"), std::nullopt});
+  }
+  const std::string role = input.setting("role_arn");
+  if (const std::string token_file = input.setting("web_identity_token_file");
+      !token_file.empty() && !role.empty()) {
+    const std::string source = "web identity (role " + role + ", " + profile + ")";
+    return std::make_shared<AwsCredentialSource>(
+        source, WebIdentity(input.ask, source, token_file, role, StsEndpoint(input.region)));
+  }
+  if (const std::string command = input.setting("credential_process"); !command.empty()) {
+    const std::string source = "the credential_process of " + profile;
+    return std::make_shared<AwsCredentialSource>(source, CredentialProcess(source, command));
+  }
+  // What the profile asks for and hoist does not do: said, rather than requests going
+  // unsigned and refused.
+  if (!input.setting("sso_session").empty() || !input.setting("sso_start_url").empty()) {
+    return Status::Unavailable("AWS " + profile +
+                               " signs in through IAM Identity Center (SSO), which hoist does "
+                               "not read: export its credentials (aws configure "
+                               "export-credentials --profile " +
+                               input.profile + " --format env) and load again");
+  }
+  if (!role.empty()) {
+    return Status::Unavailable("AWS " + profile + " assumes role " + role +
+                               " from another profile, which hoist does not do: export the "
+                               "role's credentials (aws configure export-credentials --profile " +
+                               input.profile + " --format env) and load again");
+  }
+  return std::shared_ptr<AwsCredentialSource>();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<AwsCredentialSource>> FindAwsCredentials(const AwsChainInput& input) {
+  using Step = Result<std::shared_ptr<AwsCredentialSource>> (*)(const AwsChainInput&);
+  static constexpr Step kChain[] = {
+      FromEnvironment,
+      FromProfile,
+      [](const AwsChainInput& in) { return Container(in.ask); },
+      [](const AwsChainInput& in) { return Instance(in.ask); },
+  };
+  for (const Step step : kChain) {
+    HOIST_ASSIGN_OR_RETURN(std::shared_ptr<AwsCredentialSource> source, step(input));
+    if (!source) continue;
+    // Fetched now, so that a source that refuses says so before any object is asked for.
+    if (Result<AwsCredentials> first = source->Current(); !first.ok()) return first.status();
+    return source;
+  }
+  return std::shared_ptr<AwsCredentialSource>();
+}
+
+}  // namespace hoist
