@@ -414,6 +414,9 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     idle_.push_back(std::move(h));
   }
 
+  // The last try's answer: the request's error when it is one, else counted and given back.
+  Result<Response> Answered(const std::string& name, const Response& r, const Sink* sink,
+                            int attempt);
   // One request to url, no redirect followed; credentials: whether to send the source's (aws:
   // the S3 credentials to sign with, or null).
   Response Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
@@ -676,15 +679,20 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
       return TransferError(name, code, options_.stall_timeout_s, ranged, offset, n, attempt);
     }
     Give(std::move(h));
-    // A refused HEAD comes back as an answer: Probe asks again with a GET.
-    const bool head_refused = sink == nullptr && (r.code == 405 || r.code == 403 || r.code == 501);
-    if (r.code >= 400 && !head_refused) {
-      const Status error = AnswerError(name, r, CredentialsOrigin());
-      return Status(error.code(), error.message() + Tries(attempt));
-    }
-    if (sink != nullptr) bytes_ += sink->received;
-    return r;
+    return Answered(name, r, sink, attempt);
   }
+}
+
+Result<Response> HttpSource::Answered(const std::string& name, const Response& r, const Sink* sink,
+                                      int attempt) {
+  // A refused HEAD comes back as an answer: Probe asks again with a GET.
+  const bool head_refused = sink == nullptr && (r.code == 405 || r.code == 403 || r.code == 501);
+  if (r.code >= 400 && !head_refused) {
+    const Status error = AnswerError(name, r, CredentialsOrigin());
+    return Status(error.code(), error.message() + Tries(attempt));
+  }
+  if (sink != nullptr) bytes_ += sink->received;
+  return r;
 }
 
 Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
