@@ -23,6 +23,9 @@ Result<double> ParseByteRate(std::string_view text);
 // invalid-argument error naming `option` for NaN, infinities, negatives and sizes past 1 PiB.
 Result<uint64_t> MebibytesToBytes(double mib, std::string_view option);
 
+// `s` without the white space (std::isspace) at either end.
+std::string_view Trim(std::string_view s);
+
 // Whether a and b are the same ASCII text but for the case of their letters.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 

@@ -138,17 +138,6 @@ Result<AwsCredentials> FromJson(const std::string& source, const std::string& te
   return c;
 }
 
-std::string Trimmed(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
-    text.pop_back();
-  }
-  size_t begin = 0;
-  while (begin < text.size() && std::isspace(static_cast<unsigned char>(text[begin])) != 0) {
-    ++begin;
-  }
-  return text.substr(begin);
-}
-
 bool HasLineBreak(std::string_view text) { return text.find_first_of("\r\n") != text.npos; }
 
 // STS's AssumeRoleWithWebIdentity: the token file read again at every fetch (Kubernetes
@@ -166,7 +155,7 @@ AwsCredentialSource::FetchFn WebIdentity(const AskServiceFn& ask, const std::str
     request.url = endpoint + "/";
     request.body = "Action=AssumeRoleWithWebIdentity&RoleArn=" + PercentEncode(role_arn, false) +
                    "&RoleSessionName=" + PercentEncode(session, false) +
-                   "&Version=2011-06-15&WebIdentityToken=" + PercentEncode(Trimmed(*token), false);
+                   "&Version=2011-06-15&WebIdentityToken=" + PercentEncode(Trim(*token), false);
     HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer, Ask(ask, source, request));
     const std::string& xml = answer.body;
     AwsCredentials c{XmlElementText(xml, "AccessKeyId").value_or(""),
@@ -255,7 +244,7 @@ Result<std::shared_ptr<AwsCredentialSource>> Container(const AskServiceFn& ask) 
         !file.empty()) {
       Result<std::string> text = ReadSmallFile(*LocalStorage(), file, 64u << 10);
       if (!text.ok()) return SourceError(source, text.status().message());
-      token = Trimmed(*text);
+      token = Trim(*text);
     } else {
       token = EnvironmentVariable("AWS_CONTAINER_AUTHORIZATION_TOKEN");
     }
@@ -286,7 +275,7 @@ Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
   if (token->code != 200) {
     return SourceError(source, put.url + " answered " + std::to_string(token->code));
   }
-  const std::string session = Trimmed(token->body);
+  const std::string session(Trim(token->body));
   if (HasLineBreak(session)) return SourceError(source, "the session token holds a line break");
   ServiceRequest get;
   get.url = endpoint + "/latest/meta-data/iam/security-credentials/";
@@ -295,7 +284,7 @@ Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
   Result<ServiceAnswer> roles = ask(get);
   if (roles.ok() && roles->code == 404) return std::optional<AwsCredentials>();  // no role
   HOIST_ASSIGN_OR_RETURN(const ServiceAnswer listed, Ask(ask, source, get));
-  *role = Trimmed(listed.body.substr(0, listed.body.find('\n')));
+  *role = Trim(std::string_view(listed.body).substr(0, listed.body.find('\n')));
   if (role->empty() || PercentEncode(*role, false) != *role) {
     return SourceError(source, "the role's name '" + Printable(*role) + "' is not one");
   }

@@ -57,6 +57,10 @@ struct HttpOptions {
   std::optional<S3Config> s3;
 };
 
+// The certificate authorities' file the environment names (CURL_CA_BUNDLE, else SSL_CERT_FILE),
+// or "" for the system's.
+std::string CaFileFromEnvironment();
+
 // The options the environment gives: CURL_CA_BUNDLE or SSL_CERT_FILE for ca_file,
 // HOIST_HTTP_RETRIES, HOIST_HTTP_STALL_TIMEOUT; a stall_timeout_s above 0 (a load's) lowers
 // the last. kInvalidArgument naming the variable when one of hoist's holds something else than

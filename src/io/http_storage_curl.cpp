@@ -782,8 +782,7 @@ Result<ServiceAnswer> AskService(const ServiceRequest& request) {
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnServiceBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer.body);
   curl_easy_setopt(c, CURLOPT_USERAGENT, "hoist");
-  std::string ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
-  if (ca_file.empty()) ca_file = EnvironmentVariable("SSL_CERT_FILE");
+  const std::string ca_file = CaFileFromEnvironment();
   if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
   curl_slist* headers = nullptr;
   for (const std::string& header : request.headers) {

@@ -97,12 +97,16 @@ std::string UnredactedUrl(std::string_view url) {
   return std::string(url.substr(0, host)) + std::string(url.substr(UserInfoEnd(url) + 1));
 }
 
+std::string CaFileFromEnvironment() {
+  std::string file = EnvironmentVariable("CURL_CA_BUNDLE");
+  return file.empty() ? EnvironmentVariable("SSL_CERT_FILE") : file;
+}
+
 Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s) {
   constexpr int kMostRetries = 20;
   constexpr double kLongestStallSeconds = 86400;
   HttpOptions o;
-  o.ca_file = EnvironmentVariable("CURL_CA_BUNDLE");
-  if (o.ca_file.empty()) o.ca_file = EnvironmentVariable("SSL_CERT_FILE");
+  o.ca_file = CaFileFromEnvironment();
   if (const std::string retries = EnvironmentVariable("HOIST_HTTP_RETRIES"); !retries.empty()) {
     char* end = nullptr;
     const long n = std::strtol(retries.c_str(), &end, 10);

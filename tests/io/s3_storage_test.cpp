@@ -325,25 +325,27 @@ TEST_F(S3StorageTest, AProfilesCredentialProcessGivesItsKeysOrIsNamedWhenItFails
   ExpectByteExact(local, **model);
 
   const std::string name = "s3://models/a/model.safetensors";
-  Set("AWS_PROFILE", "failing");
-  auto r = RunHoist({"inspect", name});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "no session\nhoist: " + name +
-                       ": S3 credentials from the credential_process of profile 'failing': the "
-                       "command exited with status 3 (its error output is above)\n");
-  Set("AWS_PROFILE", "chatty");
-  r = RunHoist({"inspect", name});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "hoist: " + name +
-                       ": S3 credentials from the credential_process of profile 'chatty': the "
-                       "command's output is not a JSON object with \"Version\": 1\n");
-  Set("AWS_PROFILE", "sso");
-  r = RunHoist({"inspect", name});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "hoist: " + name +
-                       ": AWS profile 'sso' signs in through IAM Identity Center (SSO), which "
-                       "hoist does not read: export its credentials (aws configure "
-                       "export-credentials --profile sso --format env) and load again\n");
+  struct Refusal {
+    std::string profile;
+    std::string err;
+  };
+  for (const Refusal& c :
+       {Refusal{"failing", "no session\nhoist: " + name +
+                               ": S3 credentials from the credential_process of profile "
+                               "'failing': the command exited with status 3 (its error output "
+                               "is above)\n"},
+        Refusal{"chatty", "hoist: " + name +
+                              ": S3 credentials from the credential_process of profile 'chatty': "
+                              "the command's output is not a JSON object with \"Version\": 1\n"},
+        Refusal{"sso", "hoist: " + name +
+                           ": AWS profile 'sso' signs in through IAM Identity Center (SSO), which "
+                           "hoist does not read: export its credentials (aws configure "
+                           "export-credentials --profile sso --format env) and load again\n"}}) {
+    Set("AWS_PROFILE", c.profile);
+    const auto r = RunHoist({"inspect", name});
+    EXPECT_EQ(r.exit_code, 1) << c.profile;
+    EXPECT_EQ(r.err, c.err);
+  }
 }
 
 // A source that refuses is named with what it said; the token sent to it never is (each
