@@ -94,11 +94,10 @@ Status SourceError(const std::string& source, const std::string& what) {
   return Status::IoError("S3 credentials from " + source + ": " + what);
 }
 
-// The service's answer, or an error naming the source, the URL and what the service said (its
-// error document's code and message, never the request's token).
-Result<ServiceAnswer> Ask(const AskServiceFn& ask, const std::string& source,
-                          const ServiceRequest& request) {
-  Result<ServiceAnswer> answer = ask(request);
+// `answer` to `request` when it is a success, else an error naming the source, the URL and what
+// the service said (its error document's code and message, never the request's token).
+Result<ServiceAnswer> Checked(const std::string& source, const ServiceRequest& request,
+                              Result<ServiceAnswer> answer) {
   if (!answer.ok()) return SourceError(source, answer.status().message());
   if (answer->code < 200 || answer->code > 299) {
     std::string what = request.url + " answered " + std::to_string(answer->code) +
@@ -111,6 +110,11 @@ Result<ServiceAnswer> Ask(const AskServiceFn& ask, const std::string& source,
     return SourceError(source, what);
   }
   return answer;
+}
+
+Result<ServiceAnswer> Ask(const AskServiceFn& ask, const std::string& source,
+                          const ServiceRequest& request) {
+  return Checked(source, request, ask(request));
 }
 
 // Credentials from a JSON document (the container endpoint's and the instance metadata
@@ -283,7 +287,7 @@ Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
   get.timeout_s = kImdsSeconds;
   Result<ServiceAnswer> roles = ask(get);
   if (roles.ok() && roles->code == 404) return std::optional<AwsCredentials>();  // no role
-  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer listed, Ask(ask, source, get));
+  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer listed, Checked(source, get, std::move(roles)));
   *role = Trim(std::string_view(listed.body).substr(0, listed.body.find('\n')));
   if (role->empty() || PercentEncode(*role, false) != *role) {
     return SourceError(source, "the role's name '" + Printable(*role) + "' is not one");

@@ -1,11 +1,18 @@
-// The rules of S3 credentials that expire, without a server: when a source is asked again, and
-// what a failed fetch leaves.
+// The rules of S3 credentials, without a server: when a source is asked again, what a failed
+// fetch leaves, and what a credentials service that lies gets (a fake in place of the network).
 #include "io/aws_credentials.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace hoist {
 namespace {
@@ -85,6 +92,140 @@ TEST(AwsCredentials, FixedCredentialsAreNeverFetchedAgain) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(source->Current()->secret_access_key, "S");
   EXPECT_EQ(source->fetches(), 1);
   EXPECT_EQ(source->name(), "AWS_ACCESS_KEY_ID");
+}
+
+// The chain with only the variables a case sets, every request answered by `answer` and kept.
+class AwsChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name :
+         {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_WEB_IDENTITY_TOKEN_FILE",
+          "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+          "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+          "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_SERVICE_ENDPOINT"}) {
+      Set(name, nullptr);
+    }
+    Set("AWS_EC2_METADATA_DISABLED", "true");
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+  void Set(const std::string& name, const char* value) {
+    const char* old = std::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    if (value) {
+      setenv(name.c_str(), value, 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+  Result<std::shared_ptr<AwsCredentialSource>> Find() {
+    AwsChainInput input;
+    input.setting = [](const char*) { return std::string(); };
+    input.ask = [this](const ServiceRequest& r) -> Result<ServiceAnswer> {
+      requests.push_back(r);
+      return answer(r);
+    };
+    return FindAwsCredentials(input);
+  }
+
+  std::function<Result<ServiceAnswer>(const ServiceRequest&)> answer;
+  std::vector<ServiceRequest> requests;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_F(AwsChainTest, AContainerEndpointThatLiesIsRefusedNamingIt) {
+  const std::string url = "http://127.0.0.1:9/creds";
+  Set("AWS_CONTAINER_CREDENTIALS_FULL_URI", url.c_str());
+  Set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret-token");
+  const std::string source =
+      "S3 credentials from the container credentials endpoint (" + url + "): ";
+  struct Case {
+    Result<ServiceAnswer> answer;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {ServiceAnswer{200, "OK", "not json"},
+       source + "the answer is not credentials (a JSON object with AccessKeyId and "
+                "SecretAccessKey)"},
+      {ServiceAnswer{200, "OK",
+                     R"({"AccessKeyId": "K", "SecretAccessKey": "S", "Expiration": "soon"})"},
+       source + "the credentials' Expiration 'soon' is not an ISO 8601 UTC time"},
+      {ServiceAnswer{302, "Found", ""}, source + url + " answered 302 Found"},
+      {Status::IoError(url + ": Couldn't connect to server"),
+       source + url + ": Couldn't connect to server"}};
+  for (const Case& c : cases) {
+    answer = [&](const ServiceRequest&) { return c.answer; };
+    const auto found = Find();
+    ASSERT_FALSE(found.ok()) << c.message;
+    EXPECT_EQ(found.status().message(), c.message);
+  }
+  ASSERT_FALSE(requests.empty());
+  EXPECT_EQ(requests[0].headers, std::vector<std::string>{"Authorization: secret-token"});
+
+  // A token that would add a header of its own is never sent.
+  requests.clear();
+  Set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "t\r\nX-Injected: 1");
+  const auto found = Find();
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            source + "the authorization token holds a line break: refused");
+  EXPECT_TRUE(requests.empty());
+}
+
+TEST_F(AwsChainTest, AnInstanceMetadataServiceThatLiesIsRefusedAndOneThatIsAbsentIsNone) {
+  Set("AWS_EC2_METADATA_DISABLED", nullptr);
+  Set("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9/");
+  const std::string credentials =
+      R"({"Code": "Success", "AccessKeyId": "ASIA1", "SecretAccessKey": "S", "Token": "T",
+          "Expiration": "2099-01-01T00:00:00Z"})";
+  std::string role = "loader\n";
+  std::string session = "session";
+  answer = [&](const ServiceRequest& r) -> Result<ServiceAnswer> {
+    if (r.method == "PUT") return ServiceAnswer{200, "OK", session};
+    if (r.url.ends_with("/security-credentials/")) return ServiceAnswer{200, "OK", role};
+    return ServiceAnswer{200, "OK", credentials};
+  };
+  auto found = Find();
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  ASSERT_NE(*found, nullptr);
+  EXPECT_EQ((*found)->name(), "the instance metadata service (role loader)");
+  EXPECT_EQ((*found)->Current()->session_token, "T");
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].url, "http://127.0.0.1:9/latest/api/token");
+  EXPECT_EQ(requests[1].headers, std::vector<std::string>{"X-aws-ec2-metadata-token: session"});
+  EXPECT_EQ(requests[2].url, "http://127.0.0.1:9/latest/meta-data/iam/security-credentials/loader");
+
+  // A role's name that would climb out of the path, a session token that would add a header.
+  role = "../../user-data";
+  found = Find();
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            "S3 credentials from the instance metadata service: the role's name "
+            "'../../user-data' is not one");
+  role = "loader";
+  session = "s\r\nX-Injected: 1";
+  found = Find();
+  ASSERT_FALSE(found.ok());
+  EXPECT_EQ(found.status().message(),
+            "S3 credentials from the instance metadata service: the session token holds a line "
+            "break");
+
+  // No service answering: no credentials, and no error (a machine that is no cloud instance).
+  answer = [](const ServiceRequest& r) -> Result<ServiceAnswer> {
+    return Status::IoError(r.url + ": Connection timed out");
+  };
+  found = Find();
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(*found, nullptr);
 }
 
 }  // namespace
