@@ -48,6 +48,14 @@ double TimeBound(double seconds) {
   return scale != nullptr ? seconds * std::strtod(scale, nullptr) : seconds;
 }
 
+void SetVariable(const char* name, const char* value) {
+#ifdef _WIN32
+  ASSERT_EQ(_putenv_s(name, value == nullptr ? "" : value), 0);
+#else
+  ASSERT_EQ(value == nullptr ? unsetenv(name) : setenv(name, value, 1), 0);
+#endif
+}
+
 TempDir::TempDir() {
   std::random_device random;
   const std::filesystem::path base = std::filesystem::temp_directory_path();

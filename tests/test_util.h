@@ -86,6 +86,10 @@ class Bytes {
 // A time bound for a test, stretched by HOIST_TEST_TIME_SCALE (sanitizer builds run slower).
 double TimeBound(double seconds);
 
+// Sets environment variable `name` to `value`, or unsets it when value is null (setenv and
+// unsetenv; _putenv_s on Windows, where an empty value unsets).
+void SetVariable(const char* name, const char* value);
+
 struct CommandResult {
   int exit_code = -1;
   std::string out;

@@ -4,6 +4,7 @@
 
 #include "io/http_storage.h"
 #include "io/hub.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -13,13 +14,7 @@
 namespace hoist {
 namespace {
 
-void SetVariable(const char* name, const char* value) {
-#ifdef _WIN32
-  ASSERT_EQ(_putenv_s(name, value == nullptr ? "" : value), 0);
-#else
-  ASSERT_EQ(value == nullptr ? unsetenv(name) : setenv(name, value, 1), 0);
-#endif
-}
+using testing::SetVariable;
 
 // Sets the variable for one test and restores the unset state after it.
 class SettingsTest : public ::testing::Test {

@@ -2,6 +2,8 @@
 // fetch leaves, and what a credentials service that lies gets (a fake in place of the network).
 #include "io/aws_credentials.h"
 
+#include "test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -109,21 +111,13 @@ class AwsChainTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const auto& [name, value] : saved_) {
-      if (value) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
+      testing::SetVariable(name.c_str(), value ? value->c_str() : nullptr);
     }
   }
   void Set(const std::string& name, const char* value) {
     const char* old = std::getenv(name.c_str());
     saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    if (value) {
-      setenv(name.c_str(), value, 1);
-    } else {
-      unsetenv(name.c_str());
-    }
+    testing::SetVariable(name.c_str(), value);
   }
   Result<std::shared_ptr<AwsCredentialSource>> Find() {
     AwsChainInput input;
