@@ -14,46 +14,6 @@
 
 namespace hoist {
 
-AwsCredentialSource::AwsCredentialSource(std::string name, FetchFn fetch)
-    : name_(std::move(name)), fetch_(std::move(fetch)) {}
-
-std::shared_ptr<AwsCredentialSource> AwsCredentialSource::Fixed(std::string name,
-                                                                const AwsCredentials& credentials) {
-  return std::make_shared<AwsCredentialSource>(
-      std::move(name), [credentials]() -> Result<AwsCredentials> { return credentials; });
-}
-
-int AwsCredentialSource::fetches() const {
-  MutexLock lock(mutex_);
-  return fetches_;
-}
-
-Result<AwsCredentials> AwsCredentialSource::Current() {
-  // The SDKs' window: credentials are fetched again five minutes before they expire. Fetches
-  // are at least a second apart while the old ones still work, so that a source whose
-  // credentials live shorter than the window is not asked for every request.
-  constexpr auto kWindow = std::chrono::minutes(5);
-  constexpr auto kFewestSecondsApart = std::chrono::seconds(1);
-  MutexLock lock(mutex_);
-  const auto now = std::chrono::system_clock::now();
-  static constexpr auto kNever = std::chrono::system_clock::time_point::max();
-  const auto expires = current_ && current_->expiration ? *current_->expiration : kNever;
-  const bool live = current_ && now < expires;
-  if (live &&
-      (expires == kNever || expires - now > kWindow || now - last_fetch_ < kFewestSecondsApart)) {
-    return *current_;
-  }
-  ++fetches_;
-  last_fetch_ = now;
-  Result<AwsCredentials> fetched = fetch_();
-  if (!fetched.ok()) {
-    if (live) return *current_;  // still good: the next request asks again
-    return fetched.status();
-  }
-  current_ = std::move(fetched).value();
-  return *current_;
-}
-
 std::optional<std::chrono::system_clock::time_point> ParseIsoTime(const std::string& text) {
   std::tm tm{};
   int year = 0;
@@ -304,7 +264,7 @@ Result<std::shared_ptr<AwsCredentialSource>> Instance(const AskServiceFn& ask) {
   }
   std::string endpoint = EnvironmentVariable("AWS_EC2_METADATA_SERVICE_ENDPOINT");
   if (endpoint.empty()) endpoint = "http://169.254.169.254";
-  while (endpoint.ends_with('/')) endpoint.pop_back();
+  endpoint = WithoutTrailingSlash(endpoint);
   std::string role;
   HOIST_ASSIGN_OR_RETURN(std::optional<AwsCredentials> first,
                          FromInstance(ask, endpoint, "the instance metadata service", &role));
@@ -333,7 +293,7 @@ std::string StsEndpoint(const std::string& region) {
   if (endpoint.empty()) endpoint = EnvironmentVariable("AWS_ENDPOINT_URL");
   if (endpoint.empty())
     endpoint = "https://sts." + (region.empty() ? "us-east-1" : region) + ".amazonaws.com";
-  while (endpoint.ends_with('/')) endpoint.pop_back();
+  endpoint = WithoutTrailingSlash(endpoint);
   return endpoint;
 }
 

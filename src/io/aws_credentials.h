@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "base/mutex.h"
 #include "base/status.h"
+#include "io/endpoint.h"
+#include "io/refreshing_credentials.h"
 
 namespace hoist {
 
@@ -24,50 +25,8 @@ struct AwsCredentials {
   std::optional<std::chrono::system_clock::time_point> expiration;
 };
 
-// One request to a credentials service (STS, the container endpoint, the instance metadata
-// service) and its answer. No redirect is followed: a credentials service answers itself.
-struct ServiceRequest {
-  std::string method = "GET";
-  std::string url;
-  std::vector<std::string> headers;  // "Name: value"
-  std::string body;                  // sent as application/x-www-form-urlencoded when not empty
-  double timeout_s = 5;              // the whole request, connection included
-};
-struct ServiceAnswer {
-  long code = 0;
-  std::string reason;
-  std::string body;  // at most 1 MiB
-};
-using AskServiceFn = std::function<Result<ServiceAnswer>(const ServiceRequest&)>;
-
-// Credentials from one source, fetched again once they come within five minutes of their
-// expiration (the SDKs' window), so that a load longer than their life signs every request
-// with live ones. Thread safety: every method may be called from any thread; one thread
-// fetches while the others wait for it.
-class AwsCredentialSource {
- public:
-  using FetchFn = std::function<Result<AwsCredentials>()>;
-  // `name` says where they come from in messages ("web identity (role ARN)"); never a secret.
-  AwsCredentialSource(std::string name, FetchFn fetch);
-  // Credentials that do not expire and need no fetch.
-  static std::shared_ptr<AwsCredentialSource> Fixed(std::string name,
-                                                    const AwsCredentials& credentials);
-
-  // Live credentials: the last ones fetched, or new ones when those expire within the window.
-  // A failed fetch is the source's error, naming it.
-  Result<AwsCredentials> Current();
-  const std::string& name() const { return name_; }
-  // How many fetches were made (the first included).
-  int fetches() const;
-
- private:
-  const std::string name_;
-  const FetchFn fetch_;
-  mutable Mutex mutex_;
-  std::optional<AwsCredentials> current_ HOIST_GUARDED_BY(mutex_);
-  std::chrono::system_clock::time_point last_fetch_ HOIST_GUARDED_BY(mutex_);
-  int fetches_ HOIST_GUARDED_BY(mutex_) = 0;
-};
+// S3 credentials from one source, refreshed before they expire.
+using AwsCredentialSource = RefreshingCredentials<AwsCredentials>;
 
 // Where the chain looks, as the SDKs' environment variables and files give it.
 struct AwsChainInput {

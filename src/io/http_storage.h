@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/s3.h"
+#include "io/endpoint.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -41,20 +41,11 @@ struct HttpOptions {
   // Tries after the first, for what can pass: 5xx and 429 answers, refused or reset
   // connections, transfers cut short or stalled. 0.2 s before the first, doubling.
   int retries = 4;
-  // Sent as "Authorization: Bearer <token>" to the host of `token_host` only (not after a
-  // redirect to another host); never printed.
-  std::string bearer_token;
-  std::string token_host;
-  // "user:password", from a URL LocateModel took it out of: sent as HTTP basic authentication
-  // to the model's origin only (not after a redirect to another origin); never printed.
-  std::string user_password;
   // A PEM file of certificate authorities to trust besides none (empty: the system's). TLS
   // peers are always verified.
   std::string ca_file;
-  // Set: the source reads s3://BUCKET/KEY names from this S3 endpoint, each request signed
-  // with AWS Signature V4 when it has credentials, and lists a prefix as a directory
-  // (ListObjectsV2).
-  std::optional<S3Config> s3;
+  // The kind of server and its credentials (endpoint.h); null: plain HTTP(S) without any.
+  std::shared_ptr<const Endpoint> endpoint;
 };
 
 // The certificate authorities' file the environment names (CURL_CA_BUNDLE, else SSL_CERT_FILE),
@@ -67,15 +58,15 @@ std::string CaFileFromEnvironment();
 // what it takes.
 Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s = 0);
 
-// A source over HTTP(S). Names are URLs (or s3:// names); Parent and Join work on their paths. Open
-// asks for the file's size and ETag (HEAD, else a one-byte GET); each read is one ranged GET whose
-// ETag must match, so a file replaced while it is read is kFileChanged, never mixed bytes. 404 is
-// kNotFound and 401/403 kIoError, each naming the URL and the server's reason; ListFiles is
-// refused (a web server lists no directory: name the file or the index) but for S3.
-// counters() totals its requests, retries and bytes.
+// A source over HTTP(S). Names are URLs, or the endpoint's (s3://, gs://); Parent and Join work
+// on their paths. Open asks for the file's size and ETag (HEAD, else a one-byte GET); each read
+// is one ranged GET whose ETag must match, so a file replaced while it is read is kFileChanged,
+// never mixed bytes. 404 is kNotFound and 401/403 kIoError, each naming the URL and the server's
+// reason; ListFiles is refused (a web server lists no directory: name the file or the index) but
+// for object stores. counters() totals its requests, retries and bytes.
 std::shared_ptr<Storage> MakeHttpStorage(const HttpOptions& options);
 
-// One request to a credentials service (aws_credentials.h): no redirect followed, no retry, the
+// One request to a credentials service (endpoint.h): no redirect followed, no retry, the
 // whole of it within the request's timeout, the CA bundle the environment names trusted; ends
 // at once on a stop signal. kIoError naming the URL when no answer came.
 Result<ServiceAnswer> AskService(const ServiceRequest& request);

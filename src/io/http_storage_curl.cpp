@@ -181,21 +181,6 @@ bool IsPlainKeyTail(std::string_view tail) {
   }
 }
 
-// The origin of a URL: scheme://host[:port], lower case, without user information.
-std::string OriginOf(std::string_view url) {
-  const size_t scheme = url.find("://");
-  if (scheme == std::string_view::npos) return "";
-  const size_t host = scheme + 3;
-  const size_t end = std::min(url.find_first_of("/?#", host), url.size());
-  std::string_view authority = url.substr(host, end - host);
-  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    authority = authority.substr(at + 1);
-  }
-  std::string origin = std::string(url.substr(0, host)) + std::string(authority);
-  for (char& c : origin) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return origin;
-}
-
 bool TransientAnswer(long code) {
   return code == 429 || code == 408 || (code >= 500 && code != 501);
 }
@@ -231,7 +216,7 @@ class HttpFile final : public File {
 
  private:
   std::shared_ptr<HttpSource> source_;
-  std::string name_;  // what the caller named: a URL or an s3:// name
+  std::string name_;  // what the caller named: a URL, or the endpoint's name (s3://, gs://)
   std::string url_;   // what is fetched
   uint64_t size_;
   std::string etag_;  // or Last-Modified where the server gives no ETag; empty: none
@@ -241,9 +226,13 @@ class HttpFile final : public File {
 
 class HttpSource final : public Storage, public std::enable_shared_from_this<HttpSource> {
  public:
-  explicit HttpSource(HttpOptions options) : options_(std::move(options)) { InitCurlOnce(); }
+  explicit HttpSource(HttpOptions options)
+      : options_(std::move(options)),
+        endpoint_(options_.endpoint ? options_.endpoint : MakePlainEndpoint()) {
+    InitCurlOnce();
+  }
 
-  std::string description() const override { return options_.s3 ? "S3" : "HTTP"; }
+  std::string description() const override { return endpoint_->description(); }
   StorageCapabilities capabilities() const override {
     StorageCapabilities c;
     c.random_access = true;  // ranged GETs
@@ -266,21 +255,19 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
 
   Result<EntryType> Type(const std::string& name) override {
     HOIST_ASSIGN_OR_RETURN(const std::string url, UrlOf(name));
-    const bool prefix_only = options_.s3 && (name.ends_with('/') || name.size() == 5 ||
-                                             name.find('/', 5) == std::string::npos);
-    if (!prefix_only) {
+    if (!endpoint_->lists() || !endpoint_->IsPrefixOnly(name)) {
       Result<Response> r = Probe(name, url);
       if (r.ok()) return EntryType::kFile;
-      if (r.status().code() != Code::kNotFound || !options_.s3) return r.status();
+      if (r.status().code() != Code::kNotFound || !endpoint_->lists()) return r.status();
     }
-    // S3 has no directories: a prefix with anything under it is one.
+    // Object stores have no directories: a prefix with anything under it is one.
     HOIST_ASSIGN_OR_RETURN(const std::vector<std::string> files, List(name, /*any=*/true));
     if (files.empty()) return Status::NotFound(name + ": no such object, nor objects under it");
     return EntryType::kDirectory;
   }
 
   Result<std::vector<std::string>> ListFiles(const std::string& dir) override {
-    if (!options_.s3) {
+    if (!endpoint_->lists()) {
       return Status::InvalidArgument(RedactUrl(dir) +
                                      ": an HTTP server lists no directory; name the model's "
                                      ".safetensors, .gguf or index .json file");
@@ -301,11 +288,8 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     if (scheme == std::string::npos || slash <= scheme + 2) return name;
     return name.substr(0, slash);
   }
-  // A plain URL's file is one path segment, percent-encoded (an index's "..%2Fx" or "x#y" names
-  // that file, not another); an S3 name's key is encoded when its URL is made.
   std::string Join(const std::string& dir, const std::string& file) const override {
-    const std::string segment = options_.s3 ? file : PercentEncode(file, /*keep_slash=*/false);
-    return dir.ends_with('/') ? dir + segment : dir + "/" + segment;
+    return endpoint_->Join(dir, file);
   }
 
   // A GET of [offset, offset + n) into sink, or with sink null a HEAD (Probe turns a refused
@@ -320,63 +304,51 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   }
 
  private:
-  std::string CredentialsOrigin() const {
-    if (!options_.s3) return "";
-    if (!options_.s3->credentials) return "none found: the requests went unsigned";
-    const Result<AwsCredentials> c = options_.s3->credentials->Current();
-    return (c.ok() ? "access key " + c->access_key_id + " from " : std::string("from ")) +
-           options_.s3->credentials->name();
-  }
+  Result<std::string> UrlOf(const std::string& name) const { return endpoint_->UrlOf(name); }
 
-  // The S3 credentials to sign a request with now; nullopt for a source that signs nothing.
-  Result<std::optional<AwsCredentials>> LiveCredentials(const std::string& name) const {
-    if (!options_.s3 || !options_.s3->credentials) return std::optional<AwsCredentials>();
-    Result<AwsCredentials> live = options_.s3->credentials->Current();
-    if (!live.ok()) {
-      return Status(live.status().code(), RedactUrl(name) + ": " + live.status().message());
+  // What a request for `name` to `url` sends to authorise itself, now.
+  Result<RequestAuth> AuthorizationFor(const std::string& name, const std::string& url) const {
+    Result<RequestAuth> auth = endpoint_->Authorize(url);
+    if (!auth.ok()) {
+      return Status(auth.status().code(), RedactUrl(name) + ": " + auth.status().message());
     }
-    return std::optional<AwsCredentials>(std::move(live).value());
-  }
-
-  Result<std::string> UrlOf(const std::string& name) const {
-    if (!options_.s3) return UnredactedUrl(name);
-    HOIST_ASSIGN_OR_RETURN(const S3Object object, ParseS3Name(name));
-    return S3ObjectUrl(*options_.s3, object);
+    return auth;
   }
 
   Result<Response> Probe(const std::string& name, const std::string& url) {
-    Result<Response> head = Request(name, url, 0, 0, nullptr);
-    if (!head.ok() || (head->code != 405 && head->code != 403 && head->code != 501)) return head;
+    if (endpoint_->answers_head()) {
+      Result<Response> head = Request(name, url, 0, 0, nullptr);
+      if (!head.ok() || (head->code != 405 && head->code != 403 && head->code != 501)) return head;
+    }
     unsigned char byte = 0;  // HEAD refused: ask for the first byte, whose answer has the size
     Sink sink{&byte, 1};
     return Request(name, url, 0, 1, &sink);
   }
 
-  // The objects directly under S3 prefix `dir` (as names, sorted); with `any`, stops at the
+  // The objects directly under the prefix `dir` (as names, sorted); with `any`, stops at the
   // first page that shows anything, objects or deeper prefixes.
   Result<std::vector<std::string>> List(const std::string& dir, bool any) {
-    HOIST_ASSIGN_OR_RETURN(S3Object object, ParseS3Name(dir));
-    if (!object.key.empty() && !object.key.ends_with('/')) object.key += '/';
+    HOIST_ASSIGN_OR_RETURN(const std::string prefix, endpoint_->PrefixKey(dir));
     std::vector<std::string> names;
     std::string token;
     for (int page = 0; page < kMaxListPages; ++page) {
       std::string text;
       Sink sink;
       sink.text = &text;
-      const std::string url = S3ListUrl(*options_.s3, object.bucket, object.key, token);
+      HOIST_ASSIGN_OR_RETURN(const std::string url, endpoint_->ListUrl(dir, prefix, token));
       if (Result<Response> r = Request(dir, url, 0, 0, &sink); !r.ok()) return r.status();
-      Result<S3Listing> listing = ParseS3Listing(text);
+      Result<ObjectListing> listing = endpoint_->ParseListing(text);
       if (!listing.ok()) return Status::IoError(dir + ": " + listing.status().message());
       for (const std::string& key : listing->keys) {
-        if (key.size() <= object.key.size()) continue;
-        if (key.compare(0, object.key.size(), object.key) != 0 ||
-            !IsPlainKeyTail(key.substr(object.key.size()))) {
+        if (key.size() <= prefix.size()) continue;
+        if (key.compare(0, prefix.size(), prefix) != 0 ||
+            !IsPlainKeyTail(key.substr(prefix.size()))) {
           return Status::IoError(RedactUrl(dir) + ": the listing names the object '" +
                                  Printable(key) +
                                  "', which does not lie plainly under the prefix (an empty, '.' or "
                                  "'..' part, or another prefix): refused");
         }
-        names.push_back(Join(dir, key.substr(object.key.size())));
+        names.push_back(Join(dir, key.substr(prefix.size())));
       }
       if (any && (!names.empty() || !listing->prefixes.empty())) {
         if (names.empty()) names.push_back(Join(dir, listing->prefixes.front()));
@@ -417,18 +389,17 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
   // The last try's answer: the request's error when it is one, else counted and given back.
   Result<Response> Answered(const std::string& name, const Response& r, const Sink* sink,
                             int attempt);
-  // One request to url, no redirect followed; credentials: whether to send the source's (aws:
-  // the S3 credentials to sign with, or null).
+  // One request to url, no redirect followed; auth: what it sends to authorise itself, or null.
   Response Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                const std::atomic<bool>* aborted, bool credentials, const AwsCredentials* aws,
-                CURLcode* code);
-  // Once, following redirects by hand: credentials go to the first URL's origin only, so no
-  // token, key or password reaches another host.
+                const std::atomic<bool>* aborted, const RequestAuth* auth, CURLcode* code);
+  // Once, following redirects by hand: auth goes to the first URL's origin only, so no token,
+  // key or password reaches another host.
   Response Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                  const std::atomic<bool>* aborted, const AwsCredentials* aws, CURLcode* code,
+                  const std::atomic<bool>* aborted, const RequestAuth& auth, CURLcode* code,
                   std::string* refused);
 
-  HttpOptions options_;
+  const HttpOptions options_;
+  const std::shared_ptr<const Endpoint> endpoint_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> bytes_{0};
@@ -441,15 +412,14 @@ constexpr const char* kRangeServers =
     "; serve the model with one that answers Range requests (nginx, Apache, caddy, or "
     "`npx http-server`; Python's http.server does not)";
 
-// An answer that is an error whatever the retries: a status naming the file and, where the
-// body is an S3 error document, the server's reason.
+// An answer that is an error whatever the retries: a status naming the file and the server's
+// reason, with `summary` the one its body gives (an S3 error document's, say).
 // credentials: where the request's credentials came from, for a refusal's message.
-Status AnswerError(const std::string& name, const Response& r, const std::string& credentials) {
+Status AnswerError(const std::string& name, const Response& r, const std::string& summary,
+                   const std::string& credentials) {
   std::string what = RedactUrl(name) + ": " + std::to_string(r.code) +
                      (r.reason.empty() ? "" : " " + Printable(r.reason));
-  if (const std::string s3 = S3ErrorSummary(r.error_body); !s3.empty()) {
-    what += ": " + Printable(s3);
-  }
+  if (!summary.empty()) what += ": " + Printable(summary);
   // A directory's URL: servers refuse (403) or miss (404) it, whatever the credentials.
   if ((r.code == 403 || r.code == 404) && name.ends_with("/")) {
     what += " (a directory's URL: name the model's file, or the .index.json of a sharded model)";
@@ -463,14 +433,9 @@ Status AnswerError(const std::string& name, const Response& r, const std::string
   return Status::IoError(what);
 }
 
-// The SHA-256 of an empty body, which every GET and HEAD sends: S3 wants the payload's hash in
-// x-amz-content-sha256, and libcurl before 8.1 neither adds the header nor reads it.
-constexpr const char* kEmptyPayloadHash =
-    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
 Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                          const std::atomic<bool>* aborted, bool credentials,
-                          const AwsCredentials* aws, CURLcode* code) {
+                          const std::atomic<bool>* aborted, const RequestAuth* auth,
+                          CURLcode* code) {
   curl_easy_reset(h);
   Response response;
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
@@ -494,32 +459,15 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L << 10);
   if (!options_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, options_.ca_file.c_str());
   curl_slist* headers = nullptr;
-  std::string auth;
-  if (credentials && !options_.user_password.empty()) {
-    curl_easy_setopt(h, CURLOPT_USERPWD, options_.user_password.c_str());
-  }
-  if (credentials && !options_.bearer_token.empty() && !options_.token_host.empty()) {
-    // A custom Authorization header is not sent after a redirect to another host (libcurl
-    // >= 7.58), so a hub's token never reaches its CDN.
-    const size_t scheme = url.find("://");
-    const size_t host = scheme == std::string::npos ? scheme : scheme + 3;
-    if (host != std::string::npos &&
-        url.substr(host, url.find('/', host) - host) == options_.token_host) {
-      auth = "Authorization: Bearer " + options_.bearer_token;
-      headers = curl_slist_append(headers, auth.c_str());
+  if (auth != nullptr) {
+    if (!auth->basic.empty()) curl_easy_setopt(h, CURLOPT_USERPWD, auth->basic.c_str());
+    if (!auth->sigv4_provider.empty()) {
+      curl_easy_setopt(h, CURLOPT_AWS_SIGV4, auth->sigv4_provider.c_str());
+      curl_easy_setopt(h, CURLOPT_USERNAME, auth->sigv4_key_id.c_str());
+      curl_easy_setopt(h, CURLOPT_PASSWORD, auth->sigv4_secret.c_str());
     }
-  }
-  std::string provider;
-  std::string token;
-  if (credentials && options_.s3 && aws != nullptr) {
-    provider = "aws:amz:" + options_.s3->region + ":s3";
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, provider.c_str());
-    curl_easy_setopt(h, CURLOPT_USERNAME, aws->access_key_id.c_str());
-    curl_easy_setopt(h, CURLOPT_PASSWORD, aws->secret_access_key.c_str());
-    headers = curl_slist_append(headers, kEmptyPayloadHash);
-    if (!aws->session_token.empty()) {
-      token = "x-amz-security-token: " + aws->session_token;
-      headers = curl_slist_append(headers, token.c_str());
+    for (const std::string& header : auth->headers) {
+      headers = curl_slist_append(headers, header.c_str());
     }
   }
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
@@ -546,13 +494,13 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
 }
 
 Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
-                            const std::atomic<bool>* aborted, const AwsCredentials* aws,
+                            const std::atomic<bool>* aborted, const RequestAuth& auth,
                             CURLcode* code, std::string* refused) {
-  const std::string origin = OriginOf(url);
+  const std::string origin = UrlOrigin(url);
   std::string target = url;
   bool credentials = true;
   for (int hop = 0;; ++hop) {
-    Response r = Once(h, target, offset, n, sink, aborted, credentials, aws, code);
+    Response r = Once(h, target, offset, n, sink, aborted, credentials ? &auth : nullptr, code);
     const bool redirect =
         r.code == 301 || r.code == 302 || r.code == 303 || r.code == 307 || r.code == 308;
     if (*code != CURLE_OK || !redirect) return r;
@@ -568,7 +516,7 @@ Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, si
       *refused = "more than 10 redirects";
       return r;
     }
-    credentials = credentials && OriginOf(location) == origin;
+    credentials = credentials && UrlOrigin(location) == origin;
     target = location;
     if (sink != nullptr) {
       sink->received = 0;
@@ -659,11 +607,10 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
   for (int attempt = 0;; ++attempt) {
     ResetSink(sink);
     // Asked at every try: credentials that expire are fetched again before they do.
-    HOIST_ASSIGN_OR_RETURN(const std::optional<AwsCredentials> aws, LiveCredentials(name));
+    HOIST_ASSIGN_OR_RETURN(const RequestAuth auth, AuthorizationFor(name, url));
     CURLcode code = CURLE_OK;
     std::string refused;
-    const Response r =
-        Follow(h.get(), url, offset, n, sink, aborted, aws ? &*aws : nullptr, &code, &refused);
+    const Response r = Follow(h.get(), url, offset, n, sink, aborted, auth, &code, &refused);
     if (code == CURLE_ABORTED_BY_CALLBACK || (aborted != nullptr && aborted->load())) {
       return Stopped(name);
     }
@@ -688,7 +635,8 @@ Result<Response> HttpSource::Answered(const std::string& name, const Response& r
   // A refused HEAD comes back as an answer: Probe asks again with a GET.
   const bool head_refused = sink == nullptr && (r.code == 405 || r.code == 403 || r.code == 501);
   if (r.code >= 400 && !head_refused) {
-    const Status error = AnswerError(name, r, CredentialsOrigin());
+    const Status error =
+        AnswerError(name, r, endpoint_->ErrorSummary(r.error_body), endpoint_->CredentialsOrigin());
     return Status(error.code(), error.message() + Tries(attempt));
   }
   if (sink != nullptr) bytes_ += sink->received;

@@ -126,15 +126,11 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
   }
   std::string endpoint = EnvironmentVariable("HF_ENDPOINT");
   if (endpoint.empty()) endpoint = "https://huggingface.co";
-  while (endpoint.ends_with('/')) endpoint.pop_back();
+  endpoint = WithoutTrailingSlash(endpoint);
   HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
-  options.bearer_token = EnvironmentVariable("HF_TOKEN");
-  if (options.bearer_token.empty())
-    options.bearer_token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");
-  const size_t host = endpoint.find("://");
-  if (host != std::string::npos) {
-    options.token_host = endpoint.substr(host + 3, endpoint.find('/', host + 3) - (host + 3));
-  }
+  std::string token = EnvironmentVariable("HF_TOKEN");
+  if (token.empty()) token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");
+  options.endpoint = MakePlainEndpoint("", std::move(token), UrlAuthority(endpoint));
   std::shared_ptr<Storage> http = MakeHttpStorage(options);
   // The revision as one segment ("refs/pr/1" as refs%2Fpr%2F1), as the hub's own client sends it.
   const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" +

@@ -129,9 +129,7 @@ Result<std::vector<std::string>> ChildOfEach(std::string_view xml, std::string_v
 std::string Host(const S3Config& config, const std::string& bucket, bool* path_style) {
   if (!config.endpoint.empty()) {
     *path_style = true;
-    std::string endpoint = config.endpoint;
-    while (endpoint.ends_with('/')) endpoint.pop_back();
-    return endpoint;
+    return WithoutTrailingSlash(config.endpoint);
   }
   *path_style = bucket.find('.') != std::string::npos;
   const std::string aws = "s3." + config.region + ".amazonaws.com";
@@ -204,11 +202,11 @@ std::string S3ListUrl(const S3Config& config, const std::string& bucket, const s
   return url + "delimiter=%2F&list-type=2&prefix=" + PercentEncode(prefix, false);
 }
 
-Result<S3Listing> ParseS3Listing(std::string_view xml) {
+Result<ObjectListing> ParseS3Listing(std::string_view xml) {
   if (xml.find("<ListBucketResult") == std::string_view::npos) {
     return Status::IoError("the answer to a listing is not a ListBucketResult");
   }
-  S3Listing listing;
+  ObjectListing listing;
   HOIST_ASSIGN_OR_RETURN(listing.keys, ChildOfEach(xml, "Contents", "Key"));
   HOIST_ASSIGN_OR_RETURN(listing.prefixes, ChildOfEach(xml, "CommonPrefixes", "Prefix"));
   size_t from = 0;
@@ -230,6 +228,76 @@ std::string S3ErrorSummary(std::string_view body) {
   std::string message = Element(body, "Message", &from).value_or("");
   if (code.empty()) return message;
   return message.empty() ? code : code + ": " + message;
+}
+
+namespace {
+
+// The SHA-256 of an empty body, which every GET and HEAD sends: S3 wants the payload's hash in
+// x-amz-content-sha256, and libcurl before 8.1 neither adds the header nor reads it.
+constexpr const char* kEmptyPayloadHash =
+    "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+class S3Endpoint final : public Endpoint {
+ public:
+  explicit S3Endpoint(S3Config config) : config_(std::move(config)) {}
+
+  std::string description() const override { return "S3"; }
+  Result<std::string> UrlOf(const std::string& name) const override {
+    HOIST_ASSIGN_OR_RETURN(const S3Object object, ParseS3Name(name));
+    return S3ObjectUrl(config_, object);
+  }
+  // A key's part is encoded when its URL is made.
+  std::string Join(const std::string& dir, const std::string& file) const override {
+    return dir.ends_with('/') ? dir + file : dir + "/" + file;
+  }
+  Result<RequestAuth> Authorize(const std::string& /*url*/) const override {
+    RequestAuth auth;
+    if (!config_.credentials) return auth;
+    HOIST_ASSIGN_OR_RETURN(const AwsCredentials live, config_.credentials->Current());
+    auth.sigv4_provider = "aws:amz:" + config_.region + ":s3";
+    auth.sigv4_key_id = live.access_key_id;
+    auth.sigv4_secret = live.secret_access_key;
+    auth.headers.emplace_back(kEmptyPayloadHash);
+    if (!live.session_token.empty()) {
+      auth.headers.push_back("x-amz-security-token: " + live.session_token);
+    }
+    return auth;
+  }
+  std::string CredentialsOrigin() const override {
+    if (!config_.credentials) return "none found: the requests went unsigned";
+    const Result<AwsCredentials> c = config_.credentials->Current();
+    return (c.ok() ? "access key " + c->access_key_id + " from " : std::string("from ")) +
+           config_.credentials->name();
+  }
+  std::string ErrorSummary(std::string_view body) const override { return S3ErrorSummary(body); }
+
+  bool lists() const override { return true; }
+  // S3 has no directories: a bucket, or a name ending in '/', can only be a prefix.
+  bool IsPrefixOnly(const std::string& name) const override {
+    return name.ends_with('/') || name.find('/', 5) == std::string::npos;
+  }
+  Result<std::string> PrefixKey(const std::string& dir) const override {
+    HOIST_ASSIGN_OR_RETURN(S3Object object, ParseS3Name(dir));
+    if (!object.key.empty() && !object.key.ends_with('/')) object.key += '/';
+    return object.key;
+  }
+  Result<std::string> ListUrl(const std::string& dir, const std::string& prefix_key,
+                              const std::string& token) const override {
+    HOIST_ASSIGN_OR_RETURN(const S3Object object, ParseS3Name(dir));
+    return S3ListUrl(config_, object.bucket, prefix_key, token);
+  }
+  Result<ObjectListing> ParseListing(std::string_view body) const override {
+    return ParseS3Listing(body);
+  }
+
+ private:
+  const S3Config config_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Endpoint> MakeS3Endpoint(S3Config config) {
+  return std::make_shared<S3Endpoint>(std::move(config));
 }
 
 }  // namespace hoist

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "io/aws_credentials.h"
+#include "io/endpoint.h"
 
 namespace hoist {
 
@@ -56,17 +57,16 @@ std::string S3ObjectUrl(const S3Config& config, const S3Object& object);
 std::string S3ListUrl(const S3Config& config, const std::string& bucket, const std::string& prefix,
                       const std::string& continuation_token);
 
-struct S3Listing {
-  std::vector<std::string> keys;      // objects directly under the prefix
-  std::vector<std::string> prefixes;  // "sub-directories" (CommonPrefixes)
-  std::string next_token;             // empty on the last page
-};
-
 // One page of a ListObjectsV2 answer; kIoError when it is not one.
-Result<S3Listing> ParseS3Listing(std::string_view xml);
+Result<ObjectListing> ParseS3Listing(std::string_view xml);
 
 // "CODE: MESSAGE" from an S3 error document (<Error><Code>…</Code><Message>…</Message>), or ""
 // when `body` is not one.
 std::string S3ErrorSummary(std::string_view body);
+
+// The S3 endpoint (endpoint.h): s3://BUCKET/KEY names, each request signed with Signature V4
+// when `config` has credentials (unsigned, as for a public bucket, when not), a prefix listed
+// as a directory with ListObjectsV2.
+std::shared_ptr<const Endpoint> MakeS3Endpoint(S3Config config);
 
 }  // namespace hoist

@@ -141,7 +141,7 @@ Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_
     // After the settings: finding credentials may ask services (STS, IMDS) over the network.
     Result<S3Config> s3 = S3ConfigFromEnvironment();
     if (!s3.ok()) return Status(s3.status().code(), name + ": " + s3.status().message());
-    options.s3 = std::move(s3).value();
+    options.endpoint = MakeS3Endpoint(std::move(s3).value());
     return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};
@@ -151,7 +151,7 @@ Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_
     // report and JSON document shows is scheme://***@host/..., and the source sends the
     // credentials to that URL's origin alone.
     const size_t host = name.find("://") + 3;
-    options.user_password = name.substr(host, at - host);
+    options.endpoint = MakePlainEndpoint(name.substr(host, at - host));
     return ModelLocation{MakeHttpStorage(options), RedactUrl(name), std::nullopt};
   }
   // One source for the process, its connections kept, unless this open has a stall timeout

@@ -28,6 +28,7 @@
 #include "io/http_storage.h"
 #include "io/hub.h"
 #include "io/loopback.h"
+#include "io/s3.h"
 #include "pipeline/load_checks.h"
 #include "test_util.h"
 
@@ -849,13 +850,19 @@ TEST_F(HttpStorageTest, CredentialHeadersAreDroppedOnARedirectToAnotherOrigin) {
   s3.endpoint = "http://127.0.0.1:" + std::to_string(first.port());
   s3.credentials = AwsCredentialSource::Fixed(
       "the test", {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG", "SESSIONTOKEN", std::nullopt});
-  options.s3 = s3;
-  options.bearer_token = "hf_TOKEN";
-  options.token_host = "127.0.0.1:" + std::to_string(first.port());
+  options.endpoint = MakeS3Endpoint(s3);
   TensorDirectory remote;
   auto model = LoadUrl("s3://bucket/a.safetensors", options, &remote);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_TRUE(AnyHas(first.requests(), "x-amz-security-token: SESSIONTOKEN"));
+  // A hub's token likewise.
+  HttpOptions hub = Options();
+  hub.endpoint = MakePlainEndpoint("", "hf_TOKEN", "127.0.0.1:" + std::to_string(first.port()));
+  TensorDirectory remote_hub;
+  auto hub_model =
+      LoadUrl("http://127.0.0.1:" + std::to_string(first.port()) + "/bucket/a.safetensors", hub,
+              &remote_hub);
+  ASSERT_TRUE(hub_model.ok()) << hub_model.status().ToString();
   EXPECT_TRUE(AnyHas(first.requests(), "Authorization: Bearer hf_TOKEN"));
   EXPECT_FALSE(elsewhere.requests().empty());
   for (const char* secret : {"SESSIONTOKEN", "Authorization", "AKIDEXAMPLE", "hf_TOKEN"}) {
@@ -916,7 +923,7 @@ TEST_F(HttpStorageTest, AHostileS3ListingIsRefused) {
     HttpOptions options = Options();
     S3Config s3;
     s3.endpoint = "http://127.0.0.1:" + std::to_string(proxy.port());
-    options.s3 = s3;
+    options.endpoint = MakeS3Endpoint(s3);
     auto dir = ReadModelDirectory(MakeHttpStorage(options), "s3://bucket/m/");
     ASSERT_FALSE(dir.ok()) << loop;
     EXPECT_NE(dir.status().message().find(
