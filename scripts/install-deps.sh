@@ -12,8 +12,8 @@ packages=(
   cmake g++ clang libclang-rt-14-dev make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev liburing-dev
-  # models over HTTP(S)
-  libcurl4-openssl-dev
+  # models over HTTP(S); OpenSSL's libcrypto signs a Google service account's token requests
+  libcurl4-openssl-dev libssl-dev
 )
 if ! $core; then
   packages+=(

@@ -162,6 +162,9 @@ hoist_status hoist_model_tensor_block(const hoist_model* model, size_t index, ui
  * rather than whole tensors, which hoist_model_place lists. HOIST_INVALID_ARGUMENT, naming
  * the choices, for a name that is no split. */
 hoist_status hoist_split_places_parts(const char* split, int* places_parts);
+/* 1 when hoist reads the model `name` names from elsewhere than the local file system (an
+ * http(s):// URL, s3://, gs:// or hf://), else 0 (NULL included). */
+int hoist_name_is_remote(const char* name);
 /* Deprecated: hoist_model_plan. Where a load with these options would put each tensor:
  * device_of[i] is an index into the options' device list (count: the model's tensor count).
  * Opens the devices to read their free memory; allocates nothing. */

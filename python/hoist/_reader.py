@@ -4,6 +4,7 @@ and slices of them."""
 import os
 import threading
 
+from . import _native
 from ._engine import _NUMPY_DTYPES, Model, address_of, hoist_device, new_tensor, settle
 from ._engine import load_file as _hoist_load_file
 from ._errors import HoistError
@@ -71,7 +72,7 @@ class TensorReader:
         self._numpy = framework in ("np", "numpy")
         self._path = os.fspath(filename)
         self._closed = False
-        remote = self._path.startswith(("http://", "https://", "s3://", "hf://"))  # not local
+        remote = _native.is_remote(self._path)
         if self.MISSING_IS_FILE_NOT_FOUND and not remote and not os.path.exists(self._path):
             raise FileNotFoundError(f"No such file or directory: {self._path}")
         try:

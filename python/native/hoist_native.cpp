@@ -819,6 +819,9 @@ PYBIND11_MODULE(_native, m) {
       },
       "settle() runs before pinned host memory freed by its tensors is handed out again");
   m.def(
+      "is_remote", [](const std::string& name) { return hoist_name_is_remote(name.c_str()) != 0; },
+      "whether hoist reads the model a name names from elsewhere than the local file system");
+  m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");
 }

@@ -20,6 +20,7 @@
 #include "base/build_info.h"
 #include "format/directory_json.h"
 #include "format/dtypes.h"
+#include "io/hub.h"
 #define HOIST_NO_DEPRECATED_WARNINGS  // this file defines the deprecated entries
 #include "hoist/hoist.h"
 #include "pipeline/report_json.h"
@@ -653,6 +654,10 @@ hoist_status hoist_split_places_parts(const char* split, int* places_parts) {
     *places_parts = (*policy)->whole_tensors ? 0 : 1;
     return HOIST_OK;
   });
+}
+
+int hoist_name_is_remote(const char* name) {
+  return name != nullptr && hoist::IsRemoteName(name) ? 1 : 0;
 }
 
 hoist_status hoist_model_place(hoist_model* model, const hoist_load_options* options,

@@ -22,6 +22,7 @@
 #include "device/host_memory.h"
 #include "format/model.h"
 #include "io/http_storage.h"
+#include "io/hub.h"
 #include "measure/ceilings.h"
 #include "pipeline/loader.h"
 
@@ -331,7 +332,7 @@ int RunDoctor(const DoctorFlags& f) {
     }
     std::vector<std::string> paths;
     for (const FileEntry& file : dir->files) paths.push_back(file.path);
-    if (IsHttpUrl(paths[0])) {
+    if (IsRemoteName(paths[0])) {
       MeasureRemoteSource(doctor, dir->source(), paths, RedactUrl(f.path), &header);
     } else {
       MeasureLocalStorage(doctor, dir->source(), paths, RedactUrl(f.path), &header);

@@ -7,7 +7,6 @@
 
 #include "io/http_storage.h"
 #include "io/hub.h"
-#include "io/s3.h"
 
 namespace hoist {
 namespace {
@@ -94,10 +93,15 @@ std::string DescribeForeignDirectory(const std::vector<std::string>& files) {
 }
 
 std::string DescribeMissingModel(Storage& storage, const std::string& name) {
-  if (IsHttpUrl(name) || IsS3Url(name)) return {};  // the source's own error says what happened
+  if (IsRemoteName(name)) return {};  // the source's own error says what happened
   if (HasUrlScheme(name)) {
-    return "it is a URL hoist does not read (it reads local files, http://, https://, s3:// and "
-           "hf://); download the model first and give hoist the local path";
+    std::string schemes;
+    const std::vector<std::string_view>& all = RemoteSchemes();
+    for (size_t i = 0; i < all.size(); ++i) {
+      schemes += (i == 0 ? "" : i + 1 == all.size() ? " and " : ", ") + std::string(all[i]);
+    }
+    return "it is a URL hoist does not read (it reads local files, " + schemes +
+           "); download the model first and give hoist the local path";
   }
   if (!IsHubRepoId(name)) return {};
   if (const std::string snapshot = CachedSnapshot(storage, name, "main"); !snapshot.empty()) {

@@ -162,29 +162,9 @@ AwsCredentialSource::FetchFn CredentialProcess(const std::string& source,
 // anywhere; over http only on loopback or the container agents' link-local addresses, as the
 // SDKs allow.
 bool ContainerEndpointAllowed(const std::string& url) {
-  if (url.rfind("https://", 0) == 0) return true;
-  if (url.rfind("http://", 0) != 0) return false;
-  const size_t host = 7;
-  const size_t end = url.find_first_of("/?#", host);
-  std::string authority = url.substr(host, end == std::string::npos ? end : end - host);
-  if (authority.find('@') != std::string::npos) return false;
-  std::string name = authority;
-  if (!name.empty() && name.front() == '[') {
-    name = name.substr(0, name.find(']') + 1);
-  } else if (const size_t colon = name.rfind(':'); colon != std::string::npos) {
-    name = name.substr(0, colon);
-  }
-  if (name == "localhost" || name == "[::1]" || name == "169.254.170.2" ||
-      name == "169.254.170.23" || name == "[fd00:ec2::23]") {
-    return true;
-  }
-  int a = 0;
-  int b = 0;
-  int c = 0;
-  int d = 0;
-  char tail = 0;
-  return std::sscanf(name.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
-         b >= 0 && b < 256 && c >= 0 && c < 256 && d >= 0 && d < 256;
+  if (url.rfind("https://", 0) == 0 || IsLoopbackHttpUrl(url)) return true;
+  const std::string host = HttpUrlHost(url);
+  return host == "169.254.170.2" || host == "169.254.170.23" || host == "[fd00:ec2::23]";
 }
 
 Result<std::shared_ptr<AwsCredentialSource>> Container(const AskServiceFn& ask) {
@@ -234,8 +214,13 @@ Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
   put.url = endpoint + "/latest/api/token";
   put.headers = {"X-aws-ec2-metadata-token-ttl-seconds: 21600"};
   put.timeout_s = kImdsSeconds;
+  put.direct = true;
   Result<ServiceAnswer> token = ask(put);
-  if (!token.ok() || token->code == 404) return std::optional<AwsCredentials>();
+  // No answer, or a refusal of the token's PUT (403, 404, 405: a firewall or proxy on the
+  // address, or IMDS turned off), is no instance metadata service, as botocore takes them.
+  if (!token.ok() || token->code == 403 || token->code == 404 || token->code == 405) {
+    return std::optional<AwsCredentials>();
+  }
   if (token->code != 200) {
     return SourceError(source, put.url + " answered " + std::to_string(token->code));
   }
@@ -245,6 +230,7 @@ Result<std::optional<AwsCredentials>> FromInstance(const AskServiceFn& ask,
   get.url = endpoint + "/latest/meta-data/iam/security-credentials/";
   get.headers = {"X-aws-ec2-metadata-token: " + session};
   get.timeout_s = kImdsSeconds;
+  get.direct = true;
   Result<ServiceAnswer> roles = ask(get);
   if (roles.ok() && roles->code == 404) return std::optional<AwsCredentials>();  // no role
   HOIST_ASSIGN_OR_RETURN(const ServiceAnswer listed, Checked(source, get, std::move(roles)));

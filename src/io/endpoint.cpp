@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <utility>
 
+#include "base/units.h"
 #include "io/http_storage.h"
 
 namespace hoist {
@@ -41,6 +43,33 @@ std::string UrlOrigin(std::string_view url) {
   std::string origin(url.substr(0, scheme + 3));
   for (char& c : origin) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return origin + UrlAuthority(url);
+}
+
+std::string HttpUrlHost(std::string_view url) {
+  if (url.size() < 7 || !EqualsIgnoreCase(url.substr(0, 7), "http://")) return "";
+  const std::string_view rest = url.substr(7);
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (authority.find('@') != std::string_view::npos) return "";
+  std::string host(authority);
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(0, host.find(']') + 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host.resize(colon);
+  }
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return host;
+}
+
+bool IsLoopbackHttpUrl(std::string_view url) {
+  const std::string host = HttpUrlHost(url);
+  if (host == "localhost" || host == "[::1]") return true;
+  int a = 0;
+  int b = 0;
+  int c = 0;
+  int d = 0;
+  char tail = 0;
+  return std::sscanf(host.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 &&
+         b >= 0 && b < 256 && c >= 0 && c < 256 && d >= 0 && d < 256;
 }
 
 std::string WithoutTrailingSlash(std::string endpoint) {

@@ -42,11 +42,17 @@ struct ServiceRequest {
   std::vector<std::string> headers;  // "Name: value"
   std::string body;                  // sent as application/x-www-form-urlencoded when not empty
   double timeout_s = 5;              // the whole request, connection included
+  // Never through a proxy the environment names: an instance metadata service answers on a
+  // link-local address, which a proxy can only refuse.
+  bool direct = false;
 };
 struct ServiceAnswer {
   long code = 0;
   std::string reason;
   std::string body;  // at most 1 MiB
+  // Its Metadata-Flavor header: "Google" from a Google metadata server, which no other
+  // server on its address (a firewall's refusal, say) sends.
+  std::string metadata_flavor;
 };
 using AskServiceFn = std::function<Result<ServiceAnswer>(const ServiceRequest&)>;
 
@@ -98,6 +104,12 @@ std::shared_ptr<const Endpoint> MakePlainEndpoint(std::string user_password = ""
 std::string UrlAuthority(std::string_view url);
 // scheme://host[:port] of a URL, lower case, without user information; "" when it has none.
 std::string UrlOrigin(std::string_view url);
+// The host of an http:// URL without user information, lower case, its port dropped ("" when
+// `url` is not one): "localhost", "127.0.0.1", "[::1]".
+std::string HttpUrlHost(std::string_view url);
+// Whether `url` is http:// to loopback (localhost, 127.0.0.0/8, [::1]): where a secret may go
+// unencrypted (an emulator's, a test's).
+bool IsLoopbackHttpUrl(std::string_view url);
 // `endpoint` without the '/' it ends in, if any.
 std::string WithoutTrailingSlash(std::string endpoint);
 

@@ -31,6 +31,7 @@ struct Response {
   std::string error_body;  // the start of an error answer's body (an S3 error document)
   std::string etag;
   std::string last_modified;
+  std::string metadata_flavor;
   uint64_t content_length = UINT64_MAX;
   // Content-Range: bytes FIRST-LAST/TOTAL
   uint64_t range_first = UINT64_MAX;
@@ -81,6 +82,8 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     r->etag = Trimmed(line.substr(5));
   } else if (HeaderIs(line, "last-modified")) {
     r->last_modified = Trimmed(line.substr(14));
+  } else if (HeaderIs(line, "metadata-flavor")) {
+    r->metadata_flavor = Trimmed(line.substr(16));
   } else if (HeaderIs(line, "content-length")) {
     r->content_length = Number(Trimmed(line.substr(15)));
   } else if (HeaderIs(line, "content-range")) {
@@ -730,6 +733,7 @@ Result<ServiceAnswer> AskService(const ServiceRequest& request) {
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnServiceBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer.body);
   curl_easy_setopt(c, CURLOPT_USERAGENT, "hoist");
+  if (request.direct) curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
   const std::string ca_file = CaFileFromEnvironment();
   if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
   curl_slist* headers = nullptr;
@@ -752,6 +756,7 @@ Result<ServiceAnswer> AskService(const ServiceRequest& request) {
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &answer.code);
   answer.reason = response.reason;
+  answer.metadata_flavor = response.metadata_flavor;
   return answer;
 }
 

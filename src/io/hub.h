@@ -51,10 +51,17 @@ struct ModelLocation {
 // top-level files. stall_timeout_s: as LocateModel's.
 Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s = 0);
 
+// The schemes of the names hoist reads from elsewhere than the local file system, in the order
+// messages list them: "http://", "https://", the object stores' ("s3://", "gs://"), "hf://".
+const std::vector<std::string_view>& RemoteSchemes();
+// Whether `name` starts with one of RemoteSchemes (http and https in any case).
+bool IsRemoteName(std::string_view name);
+
 // Where a model name's bytes are (sources.cpp): hf://… as LocateHubModel says, an http:// or
 // https:// URL in the HTTP source (one for the process, its options from the environment), an
-// s3://BUCKET/KEY name in an HTTP source signing for S3 (S3ConfigFromEnvironment), anything
-// else in the local file system. stall_timeout_s, when above 0, bounds every remote request
+// object store's name (s3://BUCKET/KEY, gs://BUCKET/OBJECT) in an HTTP source with that
+// store's endpoint (S3ConfigFromEnvironment, GcsConfigFromEnvironment), anything else in the
+// local file system. stall_timeout_s, when above 0, bounds every remote request
 // (opening, parsing, listing and reading) below the environment's HOIST_HTTP_STALL_TIMEOUT.
 Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_s = 0);
 

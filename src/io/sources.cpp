@@ -1,12 +1,13 @@
 // Which Storage a name belongs to: a Hugging Face repo id to the local cache or the hub, a URL
-// to the HTTP source, an s3:// name to the HTTP source signing for S3, anything else to the
-// local file system.
+// to the HTTP source, an object store's name (s3://, gs://) to the HTTP source with that
+// store's endpoint, anything else to the local file system.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string>
 
 #include "base/platform.h"
+#include "io/gcs.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
 #include "io/s3.h"
@@ -130,18 +131,68 @@ Result<HttpOptions> HttpOptionsFromEnvironment(double stall_timeout_s) {
   return o;
 }
 
+namespace {
+
+// An object store: the scheme of its names, what a name must be, its endpoint as the
+// environment configures it.
+struct ObjectStore {
+  std::string_view scheme;
+  Status (*check_name)(const std::string& name);
+  Result<std::shared_ptr<const Endpoint>> (*endpoint)();
+};
+
+template <typename T>
+Status StatusOf(const Result<T>& result) {
+  return result.ok() ? Status::Ok() : result.status();
+}
+
+const ObjectStore kObjectStores[] = {
+    {"s3://", [](const std::string& name) { return StatusOf(ParseS3Name(name)); },
+     []() -> Result<std::shared_ptr<const Endpoint>> {
+       HOIST_ASSIGN_OR_RETURN(S3Config config, S3ConfigFromEnvironment());
+       return MakeS3Endpoint(std::move(config));
+     }},
+    {"gs://", [](const std::string& name) { return StatusOf(ParseGcsName(name)); },
+     []() -> Result<std::shared_ptr<const Endpoint>> {
+       HOIST_ASSIGN_OR_RETURN(GcsConfig config, GcsConfigFromEnvironment());
+       return MakeGcsEndpoint(std::move(config));
+     }},
+};
+
+}  // namespace
+
+const std::vector<std::string_view>& RemoteSchemes() {
+  static const std::vector<std::string_view> schemes = [] {
+    std::vector<std::string_view> all = {"http://", "https://"};
+    for (const ObjectStore& store : kObjectStores) all.push_back(store.scheme);
+    all.emplace_back("hf://");
+    return all;
+  }();
+  return schemes;
+}
+
+bool IsRemoteName(std::string_view name) {
+  if (IsHttpUrl(name)) return true;  // any case
+  return std::any_of(RemoteSchemes().begin(), RemoteSchemes().end(),
+                     [&](std::string_view scheme) { return name.starts_with(scheme); });
+}
+
 Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_s) {
   HOIST_ASSIGN_OR_RETURN(const std::optional<HubName> hub, ParseHubName(name));
   if (hub) return LocateHubModel(*hub, stall_timeout_s);
-  if (IsS3Url(name)) {
-    if (Result<S3Object> object = ParseS3Name(name); !object.ok()) return object.status();
+  for (const ObjectStore& store : kObjectStores) {
+    if (name.rfind(store.scheme, 0) != 0) continue;
+    HOIST_RETURN_IF_ERROR(store.check_name(name));
     // The configuration is read for every model, so credentials that change between loads
     // (rotated, or a test's) take effect.
     HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
-    // After the settings: finding credentials may ask services (STS, IMDS) over the network.
-    Result<S3Config> s3 = S3ConfigFromEnvironment();
-    if (!s3.ok()) return Status(s3.status().code(), name + ": " + s3.status().message());
-    options.endpoint = MakeS3Endpoint(std::move(s3).value());
+    // After the settings: finding credentials may ask services (STS, a metadata server) over
+    // the network.
+    Result<std::shared_ptr<const Endpoint>> endpoint = store.endpoint();
+    if (!endpoint.ok()) {
+      return Status(endpoint.status().code(), name + ": " + endpoint.status().message());
+    }
+    options.endpoint = std::move(endpoint).value();
     return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};

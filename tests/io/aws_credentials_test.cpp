@@ -213,6 +213,9 @@ TEST_F(AwsChainTest, AnInstanceMetadataServiceThatLiesIsRefusedAndOneThatIsAbsen
             "S3 credentials from the instance metadata service: the session token holds a line "
             "break");
 
+  // Every request went directly, never through a proxy the environment names.
+  for (const ServiceRequest& r : requests) EXPECT_TRUE(r.direct) << r.url;
+
   // No service answering: no credentials, and no error (a machine that is no cloud instance).
   answer = [](const ServiceRequest& r) -> Result<ServiceAnswer> {
     return Status::IoError(r.url + ": Connection timed out");
@@ -220,6 +223,15 @@ TEST_F(AwsChainTest, AnInstanceMetadataServiceThatLiesIsRefusedAndOneThatIsAbsen
   found = Find();
   ASSERT_TRUE(found.ok()) << found.status().ToString();
   EXPECT_EQ(*found, nullptr);
+  // A firewall on the address refusing the token's PUT: no instance metadata service either.
+  for (const long refused : {403L, 404L, 405L}) {
+    answer = [&](const ServiceRequest&) -> Result<ServiceAnswer> {
+      return ServiceAnswer{refused, "Forbidden", "resolve_deny: denied destination"};
+    };
+    found = Find();
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, nullptr) << refused;
+  }
 }
 
 }  // namespace

@@ -11,7 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;  // NOLINT: posix_spawn's environment
@@ -95,5 +100,56 @@ inline int Run(const std::vector<std::string>& argv, const std::string& out = ""
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// The body of GET `path` from the server on loopback `port`; "" when none came.
+inline std::string GetBody(int port, const std::string& path) {
+  const int s = Connect(port);
+  if (s < 0) return "";
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  if (send(s, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+    close(s);
+    return "";
+  }
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(s, buffer, sizeof buffer, 0)) > 0;) {
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  close(s);
+  const size_t body = answer.find("\r\n\r\n");
+  return body == std::string::npos ? "" : answer.substr(body + 4);
+}
+
+// A fake server of tests/reference (node SCRIPT ARGS...) that prints "port N" once it listens,
+// with the fakes' two control paths: GET /__counts and GET /__config?NAME=VALUE&...
+class ReferenceServer {
+ public:
+  // `out`: the file its standard output goes to.
+  ReferenceServer(const std::vector<std::string>& argv, const std::string& out) {
+    process_.Start(argv, out);
+    for (int i = 0; i < 300 && process_.started(); ++i) {  // up to 15 s for it to listen
+      std::ifstream in(out);
+      std::string word;
+      if (in >> word >> port_ && word == "port") return;
+      port_ = -1;
+      // A pacing loop: the server writes its port to a file, which has no event to wait on.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  bool ok() const { return process_.started() && port_ > 0; }
+  int port() const { return port_; }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // What the server counted (each fake says what in its opening comment).
+  nlohmann::json Counts() const {
+    return nlohmann::json::parse(GetBody(port_, "/__counts"), nullptr, /*allow_exceptions=*/false);
+  }
+  // Sets the fake's knobs (each fake names its own).
+  void Configure(const std::string& query) const { GetBody(port_, "/__config?" + query); }
+
+ private:
+  ServerProcess process_;
+  int port_ = -1;
+};
 
 }  // namespace hoist::testing

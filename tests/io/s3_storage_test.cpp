@@ -30,66 +30,24 @@
 namespace hoist {
 namespace {
 
-using testing::Connect;
 using testing::ExpectByteExact;
 using testing::MakeDevice;
 using testing::RunHoist;
-using testing::ServerProcess;
 
-// The reference server as a child process this object stops.
-class S3Server {
- public:
-  explicit S3Server(const std::string& dir) {
-    std::filesystem::create_directories(dir + "/objects");
-    const std::string out = dir + "/server.out";
-    process_.Start({HOIST_NODE, HOIST_S3_SERVER, dir + "/objects", "models"}, out);
-    for (int i = 0; i < 300 && process_.started(); ++i) {  // up to 15 s for it to listen
-      std::ifstream in(out);
-      std::string word;
-      if (in >> word >> port_ && word == "port") return;
-      port_ = -1;
-      // A pacing loop: the server writes its port to a file, which has no event to wait on.
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  bool ok() const { return process_.started() && port_ > 0; }
-  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-  // How many requests passed the signature check, were refused, or came with expired keys, and
-  // how many keys each credentials service issued.
-  nlohmann::json Counts() const { return Get("/__counts"); }
-  // Sets the fakes' statedSeconds, hardMs, delayMs (tests/reference/s3_server.mjs).
-  void Configure(const std::string& query) const { Get("/__config?" + query); }
-
- private:
-  nlohmann::json Get(const std::string& path) const {
-    const int s = Connect(port_);
-    if (s < 0) return {};
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-    if (send(s, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
-      close(s);
-      return {};
-    }
-    std::string answer;
-    char buffer[4096];
-    for (ssize_t n; (n = recv(s, buffer, sizeof buffer, 0)) > 0;) {
-      answer.append(buffer, static_cast<size_t>(n));
-    }
-    close(s);
-    const size_t body = answer.find("\r\n\r\n");
-    return body == std::string::npos ? nlohmann::json()
-                                     : nlohmann::json::parse(answer.substr(body + 4), nullptr,
-                                                             /*allow_exceptions=*/false);
-  }
-
-  ServerProcess process_;
-  int port_ = -1;
-};
+// The S3 server (tests/reference/s3_server.mjs) over `dir`/objects, bucket "models". Its
+// counts: requests signed, refused, expired, keys issued by each credentials service; its
+// knobs: statedSeconds, hardMs, delayMs.
+std::unique_ptr<testing::ReferenceServer> StartS3Server(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/objects");
+  return std::make_unique<testing::ReferenceServer>(
+      std::vector<std::string>{HOIST_NODE, HOIST_S3_SERVER, dir + "/objects", "models"},
+      dir + "/server.out");
+}
 
 class S3StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = std::make_unique<S3Server>(tmp_.path());
+    server_ = StartS3Server(tmp_.path());
     ASSERT_TRUE(server_->ok()) << "the S3 server did not start; see " << tmp_.File("server.out");
     // Only what the test sets: no profile of the machine's leaks in.
     Set("AWS_CONFIG_FILE", tmp_.File("no-config"));
@@ -142,7 +100,7 @@ class S3StorageTest : public ::testing::Test {
   }
 
   testing::TempDir tmp_;
-  std::unique_ptr<S3Server> server_;
+  std::unique_ptr<testing::ReferenceServer> server_;
   std::vector<std::string> set_;
 };
 

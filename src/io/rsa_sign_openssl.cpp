@@ -1,0 +1,37 @@
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <memory>
+
+#include "io/rsa_sign.h"
+
+namespace hoist {
+
+Result<std::string> SignRs256(const std::string& pem_key, std::string_view data) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem_key.data(), static_cast<int>(pem_key.size())), BIO_free);
+  if (!bio) return Status::IoError("out of memory reading a private key");
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
+  if (!key || EVP_PKEY_base_id(key.get()) != EVP_PKEY_RSA) {
+    return Status::InvalidArgument("not a PEM RSA private key");
+  }
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  EVP_MD_CTX_free);
+  size_t size = 0;
+  if (!context ||
+      EVP_DigestSignInit(context.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
+      EVP_DigestSign(context.get(), nullptr, &size,
+                     reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1) {
+    return Status::InvalidArgument("the RSA key does not sign");
+  }
+  std::string signature(size, '\0');
+  if (EVP_DigestSign(context.get(), reinterpret_cast<unsigned char*>(signature.data()), &size,
+                     reinterpret_cast<const unsigned char*>(data.data()), data.size()) != 1) {
+    return Status::InvalidArgument("the RSA key does not sign");
+  }
+  signature.resize(size);
+  return signature;
+}
+
+}  // namespace hoist
