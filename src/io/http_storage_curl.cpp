@@ -32,6 +32,11 @@ struct Response {
   std::string etag;
   std::string last_modified;
   std::string metadata_flavor;
+  // A hub's redirect to the server that holds a file (the Hugging Face hub's to its CDN) says
+  // which file it is: X-Linked-Etag (its content's hash) and X-Linked-Size. Follow keeps them
+  // from the first origin's redirect on the final answer.
+  std::string linked_etag;
+  uint64_t linked_size = UINT64_MAX;
   uint64_t content_length = UINT64_MAX;
   // Content-Range: bytes FIRST-LAST/TOTAL
   uint64_t range_first = UINT64_MAX;
@@ -82,6 +87,10 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     r->etag = Trimmed(line.substr(5));
   } else if (HeaderIs(line, "last-modified")) {
     r->last_modified = Trimmed(line.substr(14));
+  } else if (HeaderIs(line, "x-linked-etag")) {
+    r->linked_etag = Trimmed(line.substr(14));
+  } else if (HeaderIs(line, "x-linked-size")) {
+    r->linked_size = Number(Trimmed(line.substr(14)));
   } else if (HeaderIs(line, "metadata-flavor")) {
     r->metadata_flavor = Trimmed(line.substr(16));
   } else if (HeaderIs(line, "content-length")) {
@@ -188,18 +197,42 @@ bool TransientAnswer(long code) {
   return code == 429 || code == 408 || (code >= 500 && code != 501);
 }
 
+// Which of an answer's headers says what version of a file it holds.
+enum class VersionHeader {
+  kLinkedEtag,    // a hub's redirect's X-Linked-Etag, which every answer must carry
+  kEtag,          // the answer's ETag, which every answer must carry
+  kLastModified,  // where a server gives no ETag
+};
+
+VersionHeader VersionHeaderOf(const Response& r) {
+  if (!r.linked_etag.empty()) return VersionHeader::kLinkedEtag;
+  return r.etag.empty() ? VersionHeader::kLastModified : VersionHeader::kEtag;
+}
+
+const std::string& VersionIn(const Response& r, VersionHeader header) {
+  switch (header) {
+    case VersionHeader::kLinkedEtag:
+      return r.linked_etag;
+    case VersionHeader::kEtag:
+      return r.etag;
+    case VersionHeader::kLastModified:
+      break;
+  }
+  return r.last_modified;
+}
+
 class HttpSource;
 
 class HttpFile final : public File {
  public:
   HttpFile(std::shared_ptr<HttpSource> source, std::string name, std::string url, uint64_t size,
-           std::string etag, bool is_etag)
+           const Response& opened)
       : source_(std::move(source)),
         name_(std::move(name)),
         url_(std::move(url)),
         size_(size),
-        etag_(std::move(etag)),
-        is_etag_(is_etag) {}
+        version_header_(VersionHeaderOf(opened)),
+        etag_(VersionIn(opened, version_header_)) {}
 
   const std::string& path() const override { return name_; }
   uint64_t size() const override { return size_; }
@@ -222,8 +255,8 @@ class HttpFile final : public File {
   std::string name_;  // what the caller named: a URL, or the endpoint's name (s3://, gs://)
   std::string url_;   // what is fetched
   uint64_t size_;
-  std::string etag_;  // or Last-Modified where the server gives no ETag; empty: none
-  bool is_etag_;      // etag_ is an ETag (every answer must carry one), not Last-Modified
+  VersionHeader version_header_;
+  std::string etag_;  // the version as version_header_ gave it at open; empty: none
   std::atomic<bool> aborted_{false};
 };
 
@@ -251,9 +284,14 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
     if (size == UINT64_MAX) {
       return Status::IoError(RedactUrl(name) + ": the server gives no length for it");
     }
+    if (r.linked_size != UINT64_MAX && r.linked_size != size) {
+      return Status::IoError(RedactUrl(name) + ": the redirect says the file holds " +
+                             std::to_string(r.linked_size) +
+                             " bytes (X-Linked-Size), the server it leads to serves " +
+                             std::to_string(size) + ": refused");
+    }
     return std::unique_ptr<File>(
-        std::make_unique<HttpFile>(shared_from_this(), name, url, size,
-                                   r.etag.empty() ? r.last_modified : r.etag, !r.etag.empty()));
+        std::make_unique<HttpFile>(shared_from_this(), name, url, size, r));
   }
 
   Result<EntryType> Type(const std::string& name) override {
@@ -502,11 +540,23 @@ Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, si
   const std::string origin = UrlOrigin(url);
   std::string target = url;
   bool credentials = true;
+  std::string linked_etag;  // from the first origin's redirects only
+  uint64_t linked_size = UINT64_MAX;
   for (int hop = 0;; ++hop) {
     Response r = Once(h, target, offset, n, sink, aborted, credentials ? &auth : nullptr, code);
     const bool redirect =
         r.code == 301 || r.code == 302 || r.code == 303 || r.code == 307 || r.code == 308;
-    if (*code != CURLE_OK || !redirect) return r;
+    if (credentials && redirect && !r.linked_etag.empty()) {
+      linked_etag = r.linked_etag;
+      linked_size = r.linked_size;
+    }
+    if (*code != CURLE_OK || !redirect) {
+      if (hop > 0) {  // the last hop's own X-Linked headers, if any, are not the hub's
+        r.linked_etag = linked_etag;
+        r.linked_size = linked_size;
+      }
+      return r;
+    }
     char* next = nullptr;
     curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
     if (next == nullptr) return r;
@@ -656,7 +706,7 @@ Result<RawRead> HttpFile::ReadSome(uint64_t offset, void* dst, size_t n) {
       "bytes " + std::to_string(offset) + "-" + std::to_string(offset + n - 1);
   // Every answer must be of the version the file was opened at: one without a version, or of
   // another, could be other bytes.
-  const std::string& now = is_etag_ ? r.etag : r.last_modified;
+  const std::string& now = VersionIn(r, version_header_);
   if (!etag_.empty() && now != etag_) {
     return Status(
         Code::kFileChanged,

@@ -870,6 +870,67 @@ TEST_F(HttpStorageTest, CredentialHeadersAreDroppedOnARedirectToAnotherOrigin) {
   }
 }
 
+// The hub's redirect to its CDN says which file it leads to (X-Linked-Etag, X-Linked-Size):
+// the file's version is that, checked on every read's redirect, whatever the CDN's own ETag;
+// a size the CDN does not serve is refused at open.
+TEST_F(HttpStorageTest, AHubsRedirectNamesTheFilesVersionCheckedOnEveryRead) {
+  const TensorDirectory local = Write("a.safetensors", SampleSpec{"safetensors", 2 << 20});
+  const uint64_t size = std::filesystem::file_size(server_->root() + "/a.safetensors");
+  FaultProxy cdn(server_->http_port(), Fault::kNone, 0);
+  std::atomic<int> redirects{0};
+  std::atomic<int> change_after{1 << 30};  // the redirect that starts naming another version
+  std::atomic<uint64_t> stated_size{size};
+  FaultProxy hub(server_->http_port(), Fault::kNone, 0, [&](const std::string& request) {
+    const size_t path = request.find(' ') + 2;
+    const int n = redirects++;
+    return "HTTP/1.1 302 Found\r\nLocation: " +
+           cdn.url(request.substr(path, request.find(' ', path) - path)) + "\r\nX-Linked-Etag: \"" +
+           (n >= change_after ? "sha256-other" : "sha256-a") +
+           "\"\r\nX-Linked-Size: " + std::to_string(stated_size.load()) +
+           "\r\nX-Repo-Commit: 0123456789abcdef0123456789abcdef01234567\r\nContent-Length: "
+           "0\r\n\r\n";
+  });
+  const std::string url = "http://127.0.0.1:" + std::to_string(hub.port()) + "/a.safetensors";
+  {
+    SCOPED_TRACE("the same version throughout");
+    TensorDirectory remote;
+    HttpOptions options = Options();
+    options.retries = 0;
+    LoadOptions load;
+    load.threads = 2;
+    load.chunk_bytes = 256 << 10;
+    auto model = LoadUrl(url, options, &remote, load);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(local, **model);
+    EXPECT_GT(redirects.load(), 4);
+  }
+  {
+    SCOPED_TRACE("the redirect names another version mid-load");
+    auto dir = ReadModelDirectory(MakeHttpStorage(Options()), url);
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    change_after = redirects.load() + 2;
+    LoadOptions options;
+    options.threads = 1;
+    options.chunk_bytes = 256 << 10;
+    auto model = Load(*dir, MakeDevice("host"), options);
+    ASSERT_FALSE(model.ok());
+    EXPECT_EQ(model.status().code(), Code::kFileChanged) << model.status().ToString();
+    EXPECT_NE(model.status().message().find("\"sha256-other\""), std::string::npos)
+        << model.status().message();
+    change_after = 1 << 30;
+  }
+  {
+    SCOPED_TRACE("a size the server it leads to does not serve");
+    stated_size = size + 1;
+    auto dir = ReadModelDirectory(MakeHttpStorage(Options()), url);
+    ASSERT_FALSE(dir.ok());
+    EXPECT_EQ(dir.status().message(), url + ": the redirect says the file holds " +
+                                          std::to_string(size + 1) +
+                                          " bytes (X-Linked-Size), the server it leads to serves " +
+                                          std::to_string(size) + ": refused");
+  }
+}
+
 // Names a hostile index gives are one path segment of the URL, percent-encoded: "..%2Fx" names
 // a file of that name beside the index, never one a directory up.
 TEST_F(HttpStorageTest, AnIndexNamesFilesBesideItPercentEncoded) {
