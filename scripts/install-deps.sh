@@ -48,10 +48,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The reference tools from npm (test-only, pinned): the GGUF reader of the differential test,
-# the S3 server and AWS's Signature V4 signer of the S3 source's tests, and the real trained
-# weights (an fp16 ONNX model) that packing is tested on.
+# the S3 server and AWS's Signature V4 signer of the S3 source's tests, Azurite of the Azure
+# source's, and the real trained weights (an fp16 ONNX model) that packing is tested on.
 if ! $core && { [ ! -d tests/reference/node_modules/@huggingface/gguf ] ||
                 [ ! -d tests/reference/node_modules/s3rver ] ||
+                [ ! -d tests/reference/node_modules/azurite ] ||
                 [ ! -d tests/reference/node_modules/@imgly/background-removal-data ] ||
                 [ ! -d tests/reference/node_modules/@smithy/signature-v4 ]; }; then
   npm ci --prefix tests/reference --no-audit --no-fund --loglevel=error

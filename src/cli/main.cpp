@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
       "at the speed of the machine's slowest link, and never hangs doing it.\n\n"
       "A model is a file, a directory, an index (*.index.json), a GGUF split, or a URL:\n"
       "http(s)://HOST/PATH (a server that answers Range requests), s3://BUCKET/KEY,\n"
-      "gs://BUCKET/OBJECT, or hf://ORG/NAME[@REVISION] (docs/SOURCES.md).\n\n"
+      "gs://BUCKET/OBJECT, az://CONTAINER/BLOB, or hf://ORG/NAME[@REVISION]\n"
+      "(docs/SOURCES.md).\n\n"
       "Exit codes: 0 ok, 1 other failure, 2 invalid model, 3 stalled, 4 device error,\n"
       "5 verify mismatch, 6 model file changed while read, 128+N cancelled by signal N.",
       "hoist"};

@@ -81,25 +81,30 @@ namespace {
 
 class PlainEndpoint final : public Endpoint {
  public:
-  PlainEndpoint(std::string user_password, const std::string& bearer_token, std::string token_host)
+  PlainEndpoint(std::string user_password, const std::string& bearer_token, std::string token_host,
+                RedactedUrl secret)
       : user_password_(std::move(user_password)),
         bearer_(bearer_token.empty() ? "" : "Authorization: Bearer " + bearer_token),
-        token_host_(std::move(token_host)) {
+        token_host_(std::move(token_host)),
+        secret_(std::move(secret)) {
     for (char& c : token_host_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
 
   std::string description() const override { return "HTTP"; }
-  Result<std::string> UrlOf(const std::string& name) const override { return UnredactedUrl(name); }
+  Result<std::string> UrlOf(const std::string& name) const override {
+    if (!secret_.shown.empty() && name == secret_.shown) return secret_.url;
+    return UnredactedUrl(name);
+  }
   // A file is one path segment, percent-encoded: an index's "..%2Fx" or "x#y" names that file,
   // not another.
   std::string Join(const std::string& dir, const std::string& file) const override {
     const std::string segment = PercentEncode(file, /*keep_slash=*/false);
     return dir.ends_with('/') ? dir + segment : dir + "/" + segment;
   }
-  Result<RequestAuth> Authorize(const std::string& url) const override {
+  Result<RequestAuth> Authorize(const OutgoingRequest& request) const override {
     RequestAuth auth;
     auth.basic = user_password_;
-    if (!bearer_.empty() && !token_host_.empty() && UrlAuthority(url) == token_host_) {
+    if (!bearer_.empty() && !token_host_.empty() && UrlAuthority(request.url) == token_host_) {
       auth.headers.push_back(bearer_);
     }
     return auth;
@@ -109,15 +114,16 @@ class PlainEndpoint final : public Endpoint {
   const std::string user_password_;
   const std::string bearer_;
   std::string token_host_;
+  const RedactedUrl secret_;
 };
 
 }  // namespace
 
 std::shared_ptr<const Endpoint> MakePlainEndpoint(std::string user_password,
                                                   const std::string& bearer_token,
-                                                  std::string token_host) {
+                                                  std::string token_host, RedactedUrl secret) {
   return std::make_shared<PlainEndpoint>(std::move(user_password), bearer_token,
-                                         std::move(token_host));
+                                         std::move(token_host), std::move(secret));
 }
 
 }  // namespace hoist

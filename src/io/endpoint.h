@@ -21,6 +21,13 @@ struct ObjectListing {
   std::string next_token;             // empty on the last page
 };
 
+// A request to authorise: a signature may cover its method, URL and range.
+struct OutgoingRequest {
+  std::string method;  // "GET" or "HEAD"
+  std::string url;
+  std::string range;  // the Range header's value as sent ("bytes=FIRST-LAST"), or ""
+};
+
 // What one request sends to authorise itself. The source sends it to the origin of the URL it
 // was made for only, never after a redirect to another origin.
 struct RequestAuth {
@@ -67,9 +74,10 @@ class Endpoint {
   virtual Result<std::string> UrlOf(const std::string& name) const = 0;
   // The name of `file` under the name `dir`.
   virtual std::string Join(const std::string& dir, const std::string& file) const = 0;
-  // What a request to `url` sends to authorise itself; asked before every try, so credentials
-  // that expire are fetched again first. An error says which credentials failed and why.
-  virtual Result<RequestAuth> Authorize(const std::string& url) const = 0;
+  // What `request` sends to authorise itself; asked before every try, so credentials that
+  // expire are fetched again first (and a signature's date is fresh). An error says which
+  // credentials failed and why.
+  virtual Result<RequestAuth> Authorize(const OutgoingRequest& request) const = 0;
   // Where the credentials come from, for a refusal's message ("" when nothing is to be said).
   virtual std::string CredentialsOrigin() const { return ""; }
   // The server's reason in an error answer's body, or "".
@@ -92,12 +100,20 @@ class Endpoint {
   virtual Result<ObjectListing> ParseListing(std::string_view body) const;
 };
 
+// A URL as messages show it (RedactUrl's) and the URL it stands for.
+struct RedactedUrl {
+  std::string shown;
+  std::string url;
+};
+
 // Plain HTTP(S). `user_password` ("user:password", taken out of a URL) goes as HTTP basic
 // authentication; `bearer_token` as "Authorization: Bearer" to URLs on `token_host` (host[:port])
-// only. Neither is ever printed.
+// only; the name `secret.shown` is fetched as `secret.url` (a query's secrets put back). None is
+// ever printed.
 std::shared_ptr<const Endpoint> MakePlainEndpoint(std::string user_password = "",
                                                   const std::string& bearer_token = "",
-                                                  std::string token_host = "");
+                                                  std::string token_host = "",
+                                                  RedactedUrl secret = {});
 
 // The authority of an http(s) URL: its host[:port], lower case, without user information; ""
 // when `url` has none.

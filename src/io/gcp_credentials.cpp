@@ -11,96 +11,19 @@
 
 namespace hoist {
 
-std::string Base64Url(std::string_view bytes) {
-  static const char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (uint32_t{static_cast<unsigned char>(bytes[i])} << 16) |
-                       (uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8) |
-                       static_cast<unsigned char>(bytes[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (const size_t rest = bytes.size() - i; rest > 0) {
-    uint32_t v = uint32_t{static_cast<unsigned char>(bytes[i])} << 16;
-    if (rest == 2) v |= uint32_t{static_cast<unsigned char>(bytes[i + 1])} << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    if (rest == 2) out += kAlphabet[(v >> 6) & 63];
-  }
-  return out;
-}
-
 namespace {
 
 constexpr const char* kGoogleTokenUri = "https://oauth2.googleapis.com/token";
 // Google's libraries ask for an hour; the token endpoint refuses more.
 constexpr int kAssertionSeconds = 3600;
-// A token's stated life beyond which it is taken for a lie: a year.
-constexpr int64_t kLongestTokenSeconds = int64_t{365} * 24 * 3600;
 
 Status GcpSourceError(const std::string& source, const std::string& what) {
-  return Status::IoError("GCS credentials from " + source + ": " + what);
+  return CredentialSourceError("GCS", source, what);
 }
 
 std::string JsonString(const nlohmann::json& doc, const char* key) {
   if (!doc.is_object() || !doc.contains(key) || !doc[key].is_string()) return "";
   return doc[key].get<std::string>();
-}
-
-bool HasControlCharacter(std::string_view text) {
-  for (const char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
-
-// `answer` when it is a success, else an error naming the URL and what the service said (an
-// OAuth2 error's code and description), never what the request sent.
-Result<ServiceAnswer> CheckedAnswer(const std::string& source, const std::string& url,
-                                    Result<ServiceAnswer> answer) {
-  if (!answer.ok()) return GcpSourceError(source, answer.status().message());
-  if (answer->code >= 200 && answer->code <= 299) return answer;
-  std::string what = RedactUrl(url) + " answered " + std::to_string(answer->code) +
-                     (answer->reason.empty() ? "" : " " + Printable(answer->reason));
-  const nlohmann::json doc = nlohmann::json::parse(answer->body, nullptr, false);
-  if (const std::string error = JsonString(doc, "error"); !error.empty()) {
-    what += ": " + Printable(error);
-    if (const std::string description = JsonString(doc, "error_description");
-        !description.empty()) {
-      what += ": " + Printable(description);
-    }
-  } else if (!answer->body.empty()) {
-    what += ": " + Printable(answer->body, 200);
-  }
-  return GcpSourceError(source, what);
-}
-
-// The access token of an OAuth2 token answer ({"access_token", "expires_in", ...}).
-Result<GcpToken> TokenOf(const std::string& source, const std::string& body) {
-  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  GcpToken token{JsonString(doc, "access_token"), std::nullopt};
-  if (token.access_token.empty()) {
-    return GcpSourceError(source, "the answer is not a token (a JSON object with access_token)");
-  }
-  if (HasControlCharacter(token.access_token)) {
-    return GcpSourceError(source, "the access token holds a control character: refused");
-  }
-  if (doc.contains("expires_in")) {
-    const nlohmann::json& life = doc["expires_in"];
-    if (!life.is_number_integer() || life.get<int64_t>() <= 0 ||
-        life.get<int64_t>() > kLongestTokenSeconds) {
-      return GcpSourceError(source, "the token's expires_in '" + Printable(life.dump()) +
-                                        "' is not a count of seconds from 1 to a year");
-    }
-    token.expiration = std::chrono::system_clock::now() + std::chrono::seconds(life.get<int64_t>());
-  }
-  return token;
 }
 
 // Whether a token endpoint may be sent a signed assertion or a refresh token: over https, or
@@ -111,24 +34,24 @@ Result<std::string> CheckedTokenUri(const std::string& path, const std::string& 
                                  "' is not https (nor http on loopback): no key is sent there");
 }
 
-GcpTokenSource::FetchFn Exchange(const GcpChainInput& input, const std::string& source,
-                                 const std::string& token_uri,
-                                 std::function<Result<std::string>()> body) {
-  return [ask = input.ask, source, token_uri, body = std::move(body)]() -> Result<GcpToken> {
+BearerTokenSource::FetchFn Exchange(const GcpChainInput& input, const std::string& source,
+                                    const std::string& token_uri,
+                                    std::function<Result<std::string>()> body) {
+  return [ask = input.ask, source, token_uri, body = std::move(body)]() -> Result<BearerToken> {
     ServiceRequest request;
     request.method = "POST";
     request.url = token_uri;
     HOIST_ASSIGN_OR_RETURN(request.body, body());
     HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer,
-                           CheckedAnswer(source, token_uri, ask(request)));
-    return TokenOf(source, answer.body);
+                           CheckedTokenAnswer("GCS", source, token_uri, ask(request)));
+    return ParseTokenAnswer("GCS", source, answer.body);
   };
 }
 
 // A service account's key: each fetch signs a new JWT (RFC 7523) and exchanges it.
-Result<std::shared_ptr<GcpTokenSource>> ServiceAccount(const GcpChainInput& input,
-                                                       const std::string& path,
-                                                       const nlohmann::json& doc) {
+Result<std::shared_ptr<BearerTokenSource>> ServiceAccount(const GcpChainInput& input,
+                                                          const std::string& path,
+                                                          const nlohmann::json& doc) {
   const std::string email = JsonString(doc, "client_email");
   const std::string key = JsonString(doc, "private_key");
   if (email.empty() || key.empty() || HasControlCharacter(email)) {
@@ -157,14 +80,14 @@ Result<std::shared_ptr<GcpTokenSource>> ServiceAccount(const GcpChainInput& inpu
     return "grant_type=" + PercentEncode("urn:ietf:params:oauth:grant-type:jwt-bearer", false) +
            "&assertion=" + signed_part + "." + Base64Url(*signature);
   };
-  return std::make_shared<GcpTokenSource>(source,
-                                          Exchange(input, source, token_uri, std::move(body)));
+  return std::make_shared<BearerTokenSource>(source,
+                                             Exchange(input, source, token_uri, std::move(body)));
 }
 
 // gcloud's user login: a refresh token exchanged for access tokens.
-Result<std::shared_ptr<GcpTokenSource>> AuthorizedUser(const GcpChainInput& input,
-                                                       const std::string& path,
-                                                       const nlohmann::json& doc) {
+Result<std::shared_ptr<BearerTokenSource>> AuthorizedUser(const GcpChainInput& input,
+                                                          const std::string& path,
+                                                          const nlohmann::json& doc) {
   const std::string id = JsonString(doc, "client_id");
   const std::string secret = JsonString(doc, "client_secret");
   const std::string refresh = JsonString(doc, "refresh_token");
@@ -179,13 +102,13 @@ Result<std::shared_ptr<GcpTokenSource>> AuthorizedUser(const GcpChainInput& inpu
   const std::string form = "grant_type=refresh_token&client_id=" + PercentEncode(id, false) +
                            "&client_secret=" + PercentEncode(secret, false) +
                            "&refresh_token=" + PercentEncode(refresh, false);
-  return std::make_shared<GcpTokenSource>(
+  return std::make_shared<BearerTokenSource>(
       source, Exchange(input, source, token_uri, [form]() -> Result<std::string> { return form; }));
 }
 
-Result<std::shared_ptr<GcpTokenSource>> FromKeyFile(const GcpChainInput& input,
-                                                    const std::string& path,
-                                                    const std::string& text) {
+Result<std::shared_ptr<BearerTokenSource>> FromKeyFile(const GcpChainInput& input,
+                                                       const std::string& path,
+                                                       const std::string& text) {
   const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string type = JsonString(doc, "type");
   if (type == "service_account") return ServiceAccount(input, path, doc);
@@ -198,8 +121,8 @@ Result<std::shared_ptr<GcpTokenSource>> FromKeyFile(const GcpChainInput& input,
 }
 
 // A token from the metadata server; nullopt when none answers at all (no VM here).
-Result<std::optional<GcpToken>> FromMetadata(const AskServiceFn& ask, const std::string& url,
-                                             const std::string& source, double timeout_s) {
+Result<std::optional<BearerToken>> FromMetadata(const AskServiceFn& ask, const std::string& url,
+                                                const std::string& source, double timeout_s) {
   ServiceRequest request;
   request.url = url;
   request.headers = {"Metadata-Flavor: Google"};
@@ -207,13 +130,14 @@ Result<std::optional<GcpToken>> FromMetadata(const AskServiceFn& ask, const std:
   request.direct = true;
   Result<ServiceAnswer> answer = ask(request);
   // No answer, or one from something else on the address: no metadata server here.
-  if (!answer.ok() || answer->metadata_flavor != "Google") return std::optional<GcpToken>();
-  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer token, CheckedAnswer(source, url, std::move(answer)));
-  HOIST_ASSIGN_OR_RETURN(GcpToken t, TokenOf(source, token.body));
-  return std::optional<GcpToken>(std::move(t));
+  if (!answer.ok() || answer->metadata_flavor != "Google") return std::optional<BearerToken>();
+  HOIST_ASSIGN_OR_RETURN(const ServiceAnswer token,
+                         CheckedTokenAnswer("GCS", source, url, std::move(answer)));
+  HOIST_ASSIGN_OR_RETURN(BearerToken t, ParseTokenAnswer("GCS", source, token.body));
+  return std::optional<BearerToken>(std::move(t));
 }
 
-Result<std::shared_ptr<GcpTokenSource>> Metadata(const GcpChainInput& input) {
+Result<std::shared_ptr<BearerTokenSource>> Metadata(const GcpChainInput& input) {
   const std::string& host = input.metadata_host;
   if (host.find_first_of("/@?# ") != std::string::npos || HasControlCharacter(host)) {
     return Status::InvalidArgument("GCE_METADATA_HOST '" + Printable(host) +
@@ -224,28 +148,28 @@ Result<std::shared_ptr<GcpTokenSource>> Metadata(const GcpChainInput& input) {
   const std::string source = "the metadata server (" + host + ")";
   // A second, as the AWS instance metadata service is asked: a machine that is no VM finds
   // out at once.
-  HOIST_ASSIGN_OR_RETURN(std::optional<GcpToken> first,
+  HOIST_ASSIGN_OR_RETURN(std::optional<BearerToken> first,
                          FromMetadata(input.ask, url, source, /*timeout_s=*/1));
-  if (!first) return std::shared_ptr<GcpTokenSource>();
-  auto pending = std::make_shared<std::optional<GcpToken>>(std::move(first));
-  auto fetch = [ask = input.ask, url, source, pending]() -> Result<GcpToken> {
+  if (!first) return std::shared_ptr<BearerTokenSource>();
+  auto pending = std::make_shared<std::optional<BearerToken>>(std::move(first));
+  auto fetch = [ask = input.ask, url, source, pending]() -> Result<BearerToken> {
     if (*pending) {  // the first fetch, made to find the server
-      GcpToken t = std::move(**pending);
+      BearerToken t = std::move(**pending);
       pending->reset();
       return t;
     }
-    HOIST_ASSIGN_OR_RETURN(std::optional<GcpToken> t,
+    HOIST_ASSIGN_OR_RETURN(std::optional<BearerToken> t,
                            FromMetadata(ask, url, source, /*timeout_s=*/5));
     if (!t) return GcpSourceError(source, url + " no longer answers");
     return std::move(*t);
   };
-  return std::make_shared<GcpTokenSource>(source, fetch);
+  return std::make_shared<BearerTokenSource>(source, fetch);
 }
 
 }  // namespace
 
-Result<std::shared_ptr<GcpTokenSource>> FindGcpCredentials(const GcpChainInput& input) {
-  std::shared_ptr<GcpTokenSource> found;
+Result<std::shared_ptr<BearerTokenSource>> FindGcpCredentials(const GcpChainInput& input) {
+  std::shared_ptr<BearerTokenSource> found;
   if (!input.key_file.empty()) {
     Result<std::string> text = ReadSmallFile(*LocalStorage(), input.key_file, 1u << 20);
     if (!text.ok()) {
@@ -264,7 +188,7 @@ Result<std::shared_ptr<GcpTokenSource>> FindGcpCredentials(const GcpChainInput& 
   }
   if (found) {
     // Fetched once now, so that a source that fails says so before any object is asked for.
-    if (Result<GcpToken> first = found->Current(); !first.ok()) return first.status();
+    if (Result<BearerToken> first = found->Current(); !first.ok()) return first.status();
   }
   return found;
 }

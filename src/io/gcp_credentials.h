@@ -15,17 +15,9 @@
 
 #include "base/status.h"
 #include "io/endpoint.h"
-#include "io/refreshing_credentials.h"
+#include "io/oauth2.h"
 
 namespace hoist {
-
-struct GcpToken {
-  std::string access_token;  // sent as "Authorization: Bearer"
-  // When it stops working; nullopt: it does not expire.
-  std::optional<std::chrono::system_clock::time_point> expiration;
-};
-
-using GcpTokenSource = RefreshingCredentials<GcpToken>;
 
 // An RSA PKCS#1 v1.5 signature with SHA-256 (JWT's RS256) of `data` by the PEM private key
 // `pem_key`; the signature's raw bytes.
@@ -47,9 +39,6 @@ struct GcpChainInput {
 // that fails says so before any object is asked for), or null when none has: requests then go
 // without a token, as for a public bucket. An error names the source and what it refused or
 // lacked, never a key or a token.
-Result<std::shared_ptr<GcpTokenSource>> FindGcpCredentials(const GcpChainInput& input);
-
-// base64url without padding (RFC 4648 section 5), as JWTs are written.
-std::string Base64Url(std::string_view bytes);
+Result<std::shared_ptr<BearerTokenSource>> FindGcpCredentials(const GcpChainInput& input);
 
 }  // namespace hoist

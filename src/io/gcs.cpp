@@ -8,7 +8,7 @@
 #include "base/platform.h"
 #include "base/units.h"
 #include "io/http_storage.h"
-#include "io/rsa_sign.h"
+#include "io/signing.h"
 
 namespace hoist {
 
@@ -63,10 +63,10 @@ class GcsEndpoint final : public Endpoint {
   std::string Join(const std::string& dir, const std::string& file) const override {
     return dir.ends_with('/') ? dir + file : dir + "/" + file;
   }
-  Result<RequestAuth> Authorize(const std::string& /*url*/) const override {
+  Result<RequestAuth> Authorize(const OutgoingRequest& /*request*/) const override {
     RequestAuth auth;
     if (!config_.credentials) return auth;
-    HOIST_ASSIGN_OR_RETURN(const GcpToken live, config_.credentials->Current());
+    HOIST_ASSIGN_OR_RETURN(const BearerToken live, config_.credentials->Current());
     auth.headers.push_back("Authorization: Bearer " + live.access_token);
     return auth;
   }

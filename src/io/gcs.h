@@ -20,7 +20,7 @@ struct GcsConfig {
   std::string endpoint = "https://storage.googleapis.com";
   // Null: requests go without a token (public buckets). Tokens are never printed; the source's
   // name is, in a refusal's message.
-  std::shared_ptr<GcpTokenSource> credentials;
+  std::shared_ptr<BearerTokenSource> credentials;
 };
 
 struct GcsObject {

@@ -18,7 +18,9 @@ namespace hoist {
 // Whether `name` is a URL that HttpStorage reads (http:// or https://).
 bool IsHttpUrl(std::string_view name);
 
-// `url` with any user:password@ replaced by "***@": what messages show.
+// `url` with any user:password@ replaced by "***@", and the values of query parameters that
+// are secrets (a SAS's or a presigned URL's signature, credential and session token; an access
+// token) by "***": what messages show.
 std::string RedactUrl(const std::string& url);
 // Whether `url` is one RedactUrl made (scheme://***@...), and the URL without its "***@".
 bool IsRedactedUrl(std::string_view url);

@@ -347,9 +347,10 @@ class HttpSource final : public Storage, public std::enable_shared_from_this<Htt
  private:
   Result<std::string> UrlOf(const std::string& name) const { return endpoint_->UrlOf(name); }
 
-  // What a request for `name` to `url` sends to authorise itself, now.
-  Result<RequestAuth> AuthorizationFor(const std::string& name, const std::string& url) const {
-    Result<RequestAuth> auth = endpoint_->Authorize(url);
+  // What `request`, for `name`, sends to authorise itself, now.
+  Result<RequestAuth> AuthorizationFor(const std::string& name,
+                                       const OutgoingRequest& request) const {
+    Result<RequestAuth> auth = endpoint_->Authorize(request);
     if (!auth.ok()) {
       return Status(auth.status().code(), RedactUrl(name) + ": " + auth.status().message());
     }
@@ -657,10 +658,14 @@ Result<Response> HttpSource::Request(const std::string& name, const std::string&
   const auto give_up = std::chrono::steady_clock::now() +
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                            std::chrono::duration<double>(options_.stall_timeout_s));
+  // As Once sends it: a HEAD without a sink, a GET of the range into a sink of bytes.
+  const OutgoingRequest request{
+      sink == nullptr ? "HEAD" : "GET", url,
+      ranged ? "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + n - 1) : ""};
   for (int attempt = 0;; ++attempt) {
     ResetSink(sink);
     // Asked at every try: credentials that expire are fetched again before they do.
-    HOIST_ASSIGN_OR_RETURN(const RequestAuth auth, AuthorizationFor(name, url));
+    HOIST_ASSIGN_OR_RETURN(const RequestAuth auth, AuthorizationFor(name, request));
     CURLcode code = CURLE_OK;
     std::string refused;
     const Response r = Follow(h.get(), url, offset, n, sink, aborted, auth, &code, &refused);

@@ -104,28 +104,6 @@ std::optional<std::string> Element(std::string_view xml, std::string_view tag, s
   return text;
 }
 
-// The <child> text of every <parent> element, in order; each looked for inside its parent only.
-Result<std::vector<std::string>> ChildOfEach(std::string_view xml, std::string_view parent,
-                                             std::string_view child) {
-  const std::string open = std::string("<").append(parent).append(">");
-  const std::string close = std::string("</").append(parent).append(">");
-  std::vector<std::string> values;
-  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at)) {
-    const size_t end = xml.find(close, at);
-    size_t from = 0;
-    std::optional<std::string> value = end == std::string_view::npos
-                                           ? std::nullopt
-                                           : Element(xml.substr(at, end - at), child, &from);
-    if (!value) {
-      return Status::IoError(
-          std::string("a listing's ").append(open).append(" has no <").append(child).append(">"));
-    }
-    values.push_back(std::move(*value));
-    at = end + close.size();
-  }
-  return values;
-}
-
 std::string Host(const S3Config& config, const std::string& bucket, bool* path_style) {
   if (!config.endpoint.empty()) {
     *path_style = true;
@@ -185,6 +163,27 @@ std::optional<std::string> XmlElementText(std::string_view xml, std::string_view
   return Element(xml, tag, &from);
 }
 
+Result<std::vector<std::string>> XmlChildOfEach(std::string_view xml, std::string_view parent,
+                                                std::string_view child) {
+  const std::string open = std::string("<").append(parent).append(">");
+  const std::string close = std::string("</").append(parent).append(">");
+  std::vector<std::string> values;
+  for (size_t at = xml.find(open); at != std::string_view::npos; at = xml.find(open, at)) {
+    const size_t end = xml.find(close, at);
+    size_t from = 0;
+    std::optional<std::string> value = end == std::string_view::npos
+                                           ? std::nullopt
+                                           : Element(xml.substr(at, end - at), child, &from);
+    if (!value) {
+      return Status::IoError(
+          std::string("a listing's ").append(open).append(" has no <").append(child).append(">"));
+    }
+    values.push_back(std::move(*value));
+    at = end + close.size();
+  }
+  return values;
+}
+
 std::string S3ObjectUrl(const S3Config& config, const S3Object& object) {
   bool path_style = false;
   const std::string host = Host(config, object.bucket, &path_style);
@@ -207,8 +206,8 @@ Result<ObjectListing> ParseS3Listing(std::string_view xml) {
     return Status::IoError("the answer to a listing is not a ListBucketResult");
   }
   ObjectListing listing;
-  HOIST_ASSIGN_OR_RETURN(listing.keys, ChildOfEach(xml, "Contents", "Key"));
-  HOIST_ASSIGN_OR_RETURN(listing.prefixes, ChildOfEach(xml, "CommonPrefixes", "Prefix"));
+  HOIST_ASSIGN_OR_RETURN(listing.keys, XmlChildOfEach(xml, "Contents", "Key"));
+  HOIST_ASSIGN_OR_RETURN(listing.prefixes, XmlChildOfEach(xml, "CommonPrefixes", "Prefix"));
   size_t from = 0;
   if (Element(xml, "IsTruncated", &from).value_or("false") == "true") {
     from = 0;
@@ -250,7 +249,7 @@ class S3Endpoint final : public Endpoint {
   std::string Join(const std::string& dir, const std::string& file) const override {
     return dir.ends_with('/') ? dir + file : dir + "/" + file;
   }
-  Result<RequestAuth> Authorize(const std::string& /*url*/) const override {
+  Result<RequestAuth> Authorize(const OutgoingRequest& /*request*/) const override {
     RequestAuth auth;
     if (!config_.credentials) return auth;
     HOIST_ASSIGN_OR_RETURN(const AwsCredentials live, config_.credentials->Current());

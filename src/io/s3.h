@@ -48,6 +48,10 @@ Result<S3Config> S3ConfigFromEnvironment();
 
 // The text of the first <tag> element of `xml`, XML's five entities decoded; nullopt when absent.
 std::optional<std::string> XmlElementText(std::string_view xml, std::string_view tag);
+// The <child> text of every <parent> element, in order, each looked for inside its parent
+// only; kIoError naming the parent that has none.
+Result<std::vector<std::string>> XmlChildOfEach(std::string_view xml, std::string_view parent,
+                                                std::string_view child);
 
 // The URL that serves an object, its key percent-encoded as S3's signatures expect.
 std::string S3ObjectUrl(const S3Config& config, const S3Object& object);

@@ -1,5 +1,5 @@
 // Which Storage a name belongs to: a Hugging Face repo id to the local cache or the hub, a URL
-// to the HTTP source, an object store's name (s3://, gs://) to the HTTP source with that
+// to the HTTP source, an object store's name (s3://, gs://, az://) to the HTTP source with that
 // store's endpoint, anything else to the local file system.
 #include <algorithm>
 #include <cctype>
@@ -7,6 +7,8 @@
 #include <string>
 
 #include "base/platform.h"
+#include "base/units.h"
+#include "io/azure.h"
 #include "io/gcs.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
@@ -77,14 +79,62 @@ size_t UserInfoEnd(std::string_view url) {
 
 }  // namespace
 
+namespace {
+
+// Query parameters whose values are secrets: Azure SAS's signature, S3's and GCS's presigned
+// URLs' signature, credential and session token, OAuth2's access token.
+bool IsSecretParameter(std::string_view name) {
+  static constexpr std::string_view kSecrets[] = {"sig",
+                                                  "signature",
+                                                  "x-amz-signature",
+                                                  "x-amz-credential",
+                                                  "x-amz-security-token",
+                                                  "x-goog-signature",
+                                                  "x-goog-credential",
+                                                  "access_token",
+                                                  "token",
+                                                  "api_key",
+                                                  "apikey",
+                                                  "password"};
+  for (const std::string_view secret : kSecrets) {
+    if (EqualsIgnoreCase(name, secret)) return true;
+  }
+  return false;
+}
+
+// `url` with the values of its secret query parameters as "***".
+std::string RedactQuery(const std::string& url) {
+  const size_t query = url.find('?');
+  if (query == std::string::npos) return url;
+  const size_t fragment = url.find('#', query);
+  const size_t end = fragment == std::string::npos ? url.size() : fragment;
+  std::string out = url.substr(0, query + 1);
+  for (size_t at = query + 1; at <= end;) {
+    size_t next = url.find('&', at);
+    if (next == std::string::npos || next > end) next = end;
+    const std::string_view part = std::string_view(url).substr(at, next - at);
+    const size_t eq = part.find('=');
+    if (eq != std::string_view::npos && IsSecretParameter(part.substr(0, eq))) {
+      out.append(part.substr(0, eq + 1)).append("***");
+    } else {
+      out.append(part);
+    }
+    if (next < end) out += '&';
+    at = next + 1;
+  }
+  return out + url.substr(end);
+}
+
+}  // namespace
+
 std::string RedactUrl(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return url;
   const size_t host = scheme + 3;
   const size_t end = url.find_first_of("/?#", host);
   const size_t at = url.rfind('@', end == std::string::npos ? url.size() : end);
-  if (at == std::string::npos || at < host) return url;
-  return url.substr(0, host) + "***" + url.substr(at);
+  if (at == std::string::npos || at < host) return RedactQuery(url);
+  return url.substr(0, host) + "***" + RedactQuery(url.substr(at));
 }
 
 bool IsRedactedUrl(std::string_view url) {
@@ -157,6 +207,12 @@ const ObjectStore kObjectStores[] = {
        HOIST_ASSIGN_OR_RETURN(GcsConfig config, GcsConfigFromEnvironment());
        return MakeGcsEndpoint(std::move(config));
      }},
+    {"az://", [](const std::string& name) { return StatusOf(ParseAzureName(name)); },
+     []() -> Result<std::shared_ptr<const Endpoint>> {
+       HOIST_ASSIGN_OR_RETURN(AzureConfig config,
+                              AzureConfigFrom(AzureEnvironmentVariables(), AskService));
+       return MakeAzureEndpoint(std::move(config));
+     }},
 };
 
 }  // namespace
@@ -197,13 +253,17 @@ Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};
   HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
-  if (const size_t at = UserInfoEnd(name); at != std::string::npos) {
+  if (const std::string shown = RedactUrl(name); shown != name) {
     // The credentials leave the name here, where the source is made: the name every message,
-    // report and JSON document shows is scheme://***@host/..., and the source sends the
-    // credentials to that URL's origin alone.
+    // report and JSON document shows is scheme://***@host/...?sig=***, the source sends a
+    // user:password to that URL's origin alone, and the secret query to that URL alone.
+    const size_t at = UserInfoEnd(name);
     const size_t host = name.find("://") + 3;
-    options.endpoint = MakePlainEndpoint(name.substr(host, at - host));
-    return ModelLocation{MakeHttpStorage(options), RedactUrl(name), std::nullopt};
+    const std::string user_password = at == std::string::npos ? "" : name.substr(host, at - host);
+    const std::string url =
+        at == std::string::npos ? name : name.substr(0, host) + name.substr(at + 1);
+    options.endpoint = MakePlainEndpoint(user_password, "", "", {shown, url});
+    return ModelLocation{MakeHttpStorage(options), shown, std::nullopt};
   }
   // One source for the process, its connections kept, unless this open has a stall timeout
   // of its own.

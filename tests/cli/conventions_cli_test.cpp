@@ -98,10 +98,10 @@ TEST_F(ConventionsCliTest, NamesThatAreNotFilesSayWhatToDo) {
                        "else from the hub)\n"),
             std::string::npos)
       << r.err;
-  r = RunHoist({"inspect", "az://container/m.safetensors"});
+  r = RunHoist({"inspect", "abfs://container/m.safetensors"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("; it is a URL hoist does not read (it reads local files, http://, "
-                       "https://, s3://, gs:// and hf://)"),
+                       "https://, s3://, gs://, az:// and hf://)"),
             std::string::npos)
       << r.err;
 #ifndef _WIN32  // setenv; the cache's layout is the same everywhere
@@ -172,11 +172,10 @@ TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
   EXPECT_EQ(r.err.find("hoist: a command is required (inspect, load,"), 0u) << r.err;
   r = RunHoist({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(
-      r.out.find(
-          "or a URL:\nhttp(s)://HOST/PATH (a server that answers Range requests), "
-          "s3://BUCKET/KEY,\ngs://BUCKET/OBJECT, or hf://ORG/NAME[@REVISION] (docs/SOURCES.md)."),
-      std::string::npos)
+  EXPECT_NE(r.out.find("or a URL:\nhttp(s)://HOST/PATH (a server that answers Range requests), "
+                       "s3://BUCKET/KEY,\ngs://BUCKET/OBJECT, az://CONTAINER/BLOB, or "
+                       "hf://ORG/NAME[@REVISION]\n(docs/SOURCES.md)."),
+            std::string::npos)
       << r.out;
   r = RunHoist({"load", "--help"});
   EXPECT_EQ(r.exit_code, 0);

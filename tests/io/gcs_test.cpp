@@ -81,7 +81,7 @@ TEST(GcpCredentials, Base64UrlIsRfc4648sWithoutPadding) {
 // The metadata server through a fake: what it is asked, and what its answers make.
 class MetadataServerTest : public ::testing::Test {
  protected:
-  Result<std::shared_ptr<GcpTokenSource>> Find() {
+  Result<std::shared_ptr<BearerTokenSource>> Find() {
     GcpChainInput input;
     input.metadata_host = "127.0.0.1:9";
     input.ask = [this](const ServiceRequest& r) -> Result<ServiceAnswer> {
@@ -136,8 +136,9 @@ TEST_F(MetadataServerTest, ATokenThatWouldAddAHeaderOrLiesAboutItsLifeIsRefused)
   EXPECT_EQ(Find().status().message(),
             source + "the access token holds a control character: refused");
   body = R"({"access_token":"ya29.x","expires_in":-5})";
-  EXPECT_EQ(Find().status().message(),
-            source + "the token's expires_in '-5' is not a count of seconds from 1 to a year");
+  EXPECT_EQ(
+      Find().status().message(),
+      source + "the token's expires_in '-5' is not a count of seconds from 1 to a year ahead");
   body = R"({"token":"ya29.x"})";
   EXPECT_EQ(Find().status().message(),
             source + "the answer is not a token (a JSON object with access_token)");

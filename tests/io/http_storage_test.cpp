@@ -838,6 +838,37 @@ TEST_F(HttpStorageTest, APasswordInTheUrlIsNeverShownAndGoesToItsOriginAlone) {
   EXPECT_EQ(r.err, "hoist: " + shown + "gone.safetensors: 404 Not Found\n");
 }
 
+// A SAS's or a presigned URL's signature, credential and token are secrets in the query: no
+// output shows them, and the request carries them as given.
+TEST_F(HttpStorageTest, ASignedUrlsSecretsAreNeverShown) {
+  Write("a.safetensors", SampleSpec{"safetensors", 1 << 20});
+  FaultProxy proxy(server_->http_port(), Fault::kNone, 0);
+  const std::string base = "http://127.0.0.1:" + std::to_string(proxy.port()) + "/";
+  const std::string query =
+      "?sv=2021-08-06&se=2030-01-01&SIG=s3cr3tSig%3D&X-Amz-Credential=AKIDSECRET%2F2026&"
+      "X-Amz-Security-Token=SESSIONSECRET#frag";
+  const std::string shown_query =
+      "?sv=2021-08-06&se=2030-01-01&SIG=***&X-Amz-Credential=***&X-Amz-Security-Token=***#frag";
+  EXPECT_EQ(RedactUrl(base + "a.safetensors" + query), base + "a.safetensors" + shown_query);
+  EXPECT_EQ(RedactUrl("https://u:p@h/x?token=t&a=1"), "https://***@h/x?token=***&a=1");
+  EXPECT_EQ(RedactUrl("https://h/x?signature"), "https://h/x?signature");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"load", base + "a.safetensors" + query, "--device", "host",
+                                 "--json"},
+        std::vector<std::string>{"inspect", base + "a.safetensors" + query}}) {
+    const auto r = RunHoist(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    for (const char* secret : {"s3cr3tSig", "AKIDSECRET", "SESSIONSECRET"}) {
+      EXPECT_EQ((r.out + r.err).find(secret), std::string::npos) << secret << ": " << r.out;
+    }
+    EXPECT_NE(r.out.find("SIG=***"), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(AnyHas(proxy.requests(), "SIG=s3cr3tSig%3D"));
+  const auto r = RunHoist({"load", base + "gone.safetensors" + query, "--device", "host"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "hoist: " + base + "gone.safetensors" + shown_query + ": 404 Not Found\n");
+}
+
 // An S3 request's signature and session token, and a hub's bearer token, go to the endpoint's
 // origin only: a redirect to another origin is followed without them.
 TEST_F(HttpStorageTest, CredentialHeadersAreDroppedOnARedirectToAnotherOrigin) {

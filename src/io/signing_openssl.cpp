@@ -1,9 +1,10 @@
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/pem.h>
 
 #include <memory>
 
-#include "io/rsa_sign.h"
+#include "io/signing.h"
 
 namespace hoist {
 
@@ -32,6 +33,17 @@ Result<std::string> SignRs256(const std::string& pem_key, std::string_view data)
   }
   signature.resize(size);
   return signature;
+}
+
+Result<std::string> HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest,
+           &size) == nullptr) {
+    return Status::IoError("HMAC-SHA256 failed");
+  }
+  return std::string(reinterpret_cast<const char*>(digest), size);
 }
 
 }  // namespace hoist

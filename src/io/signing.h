@@ -1,0 +1,21 @@
+// The signatures credentials make: RS256 (RSA PKCS#1 v1.5 with SHA-256), what a Google service
+// account signs its token requests with; HMAC-SHA256, what an Azure storage account's shared key
+// signs each request with. One file per library: signing_openssl.cpp (libcrypto),
+// signing_none.cpp (a build without it, which says so).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace hoist {
+
+// The signature's raw bytes of `data` by the PEM private key `pem_key` (PKCS#8 or PKCS#1).
+// kInvalidArgument when the key is not an RSA private key; never prints the key.
+Result<std::string> SignRs256(const std::string& pem_key, std::string_view data);
+
+// The HMAC-SHA256 of `data` under `key` (raw bytes, both).
+Result<std::string> HmacSha256(std::string_view key, std::string_view data);
+
+}  // namespace hoist
