@@ -7,12 +7,14 @@
 # Usage: bench/http/loopback.sh [HOIST] [SIZE] [DEVICE]   (defaults: build/hoist 1GiB host)
 # Environment: ROUNDS (3); THREADS (hoist's --threads and curl's requests in flight; default:
 # what hoist chooses for the device); MODEL (a safetensors file to serve instead of a sample);
-# TLS=1: HTTPS with a self-signed certificate that hoist and curl trust.
+# TLS=1: HTTPS with a self-signed certificate that hoist and curl trust; NO_NGINX=1: the Python
+# range server even where nginx is; MIN_RATIO: exit 1 when the best URL/curl ratio is below it.
 set -euo pipefail
 hoist=${1:-build/hoist}
 size=${2:-1GiB}
 device=${3:-host}
 nginx=$(command -v nginx || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true)
+[ "${NO_NGINX:-0}" = 1 ] && nginx=
 work=$(mktemp -d)
 chmod 755 "$work"
 trap 'kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -61,8 +63,8 @@ import json, os, subprocess, time
 hoist, url, device, size = os.environ["HOIST"], os.environ["URL"], os.environ["DEVICE"], int(os.environ["BYTES"])
 rounds = int(os.environ.get("ROUNDS", "3"))
 extra = ["--threads", os.environ["THREADS"]] if os.environ.get("THREADS") else []
-def load(name=url):
-    out = subprocess.run([hoist, "load", name, "--device", device, "--json", "--quiet"] + extra,
+def load(name=url, more=()):
+    out = subprocess.run([hoist, "load", name, "--device", device, "--json", "--quiet"] + extra + list(more),
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 threads = load()["threads"]
@@ -91,6 +93,15 @@ for r in range(1, rounds + 1):
           f"hoist local file {local_gbs:.2f} GB/s")
     best_curl, best_hoist = max(best_curl, curl_gbs), max(best_hoist, hoist_gbs)
     best_local = max(best_local, local_gbs)
+# Each tensor as loaded from the URL against the local file's (XXH3 over the staged bytes).
+sums = [[(t["name"], t["xxh3"]) for t in load(n, ["--checksum"])["tensors"]] for n in (url, os.environ["LOCAL"])]
+assert sums[0] == sums[1] and sums[0], "the URL's tensors differ from the local file's"
+print(f"every tensor of the URL equal to the local file's ({len(sums[0])} tensors, XXH3)")
 print(f"best: curl {best_curl:.2f} GB/s, hoist URL {best_hoist:.2f} GB/s, local {best_local:.2f} "
       f"GB/s; URL/curl {best_hoist / best_curl:.2f}, URL/local {best_hoist / best_local:.2f}")
+if os.environ.get("MIN_RATIO"):
+    floor = float(os.environ["MIN_RATIO"])
+    held = best_hoist / best_curl >= floor
+    print(f"expected URL/curl >= {floor:.2f}: {'holds' if held else 'FAILS'}")
+    raise SystemExit(0 if held else 1)
 PY
