@@ -10,6 +10,7 @@
 #include "base/units.h"
 #include "io/http_storage.h"
 #include "io/s3.h"
+#include "io/signing.h"
 #include "io/storage.h"
 
 namespace hoist {
@@ -311,7 +312,106 @@ Result<std::shared_ptr<AwsCredentialSource>> FromEnvironment(const AwsChainInput
       source, WebIdentity(input.ask, source, token_file, role, StsEndpoint(input.region)));
 }
 
-// The profile's keys, web identity or credential_process; null when it has none of them.
+// The token of the sign-in `aws sso login` cached in `cache`, while it lives.
+Result<std::string> CachedSsoToken(const std::string& source, const std::string& cache,
+                                   const std::string& login) {
+  Result<std::string> text = ReadSmallFile(*LocalStorage(), cache, 1u << 20);
+  if (!text.ok()) return SourceError(source, "no sign-in cached at " + cache + ": " + login);
+  const nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  auto field = [&](const char* key) -> std::string {
+    if (!doc.is_object() || !doc.contains(key) || !doc[key].is_string()) return "";
+    return doc[key].get<std::string>();
+  };
+  const std::string token = field("accessToken");
+  std::string expires = field("expiresAt");
+  if (expires.ends_with("UTC")) expires = expires.substr(0, expires.size() - 3) + "Z";
+  const auto expiry = ParseIsoTime(expires);
+  if (token.empty() || HasLineBreak(token) || !expiry) {
+    return SourceError(source, cache + " is not a cached sign-in (accessToken, expiresAt)");
+  }
+  if (*expiry <= std::chrono::system_clock::now()) {
+    return SourceError(source, "the sign-in cached at " + cache + " expired at " +
+                                   Printable(field("expiresAt")) + ": " + login);
+  }
+  return token;
+}
+
+// The keys of the SSO portal's GetRoleCredentials answer ({"roleCredentials": {...}}).
+Result<AwsCredentials> FromRoleCredentials(const std::string& source, const std::string& body) {
+  const nlohmann::json reply = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!reply.is_object() || !reply.contains("roleCredentials") ||
+      !reply["roleCredentials"].is_object()) {
+    return SourceError(source, "the portal's answer has no roleCredentials");
+  }
+  const nlohmann::json& role = reply["roleCredentials"];
+  auto text_of = [&](const char* key) -> std::string {
+    if (!role.contains(key) || !role[key].is_string()) return "";
+    return role[key].get<std::string>();
+  };
+  AwsCredentials c{text_of("accessKeyId"), text_of("secretAccessKey"), text_of("sessionToken"),
+                   std::nullopt};
+  if (c.access_key_id.empty() || c.secret_access_key.empty()) {
+    return SourceError(source, "the portal's roleCredentials lack accessKeyId or secretAccessKey");
+  }
+  if (role.contains("expiration")) {
+    if (!role["expiration"].is_number_integer()) {
+      return SourceError(source, "the portal's expiration is not milliseconds since the epoch");
+    }
+    c.expiration = std::chrono::system_clock::time_point(
+        std::chrono::milliseconds(role["expiration"].get<int64_t>()));
+  }
+  return c;
+}
+
+// IAM Identity Center: the sign-in `aws sso login` cached (its file named by the SHA-1 of the
+// sso-session's name, or of the legacy profile's start URL) exchanged at the SSO portal for the
+// role's credentials. The cache is read again at every fetch: a new login takes effect.
+Result<std::shared_ptr<AwsCredentialSource>> FromSso(const AwsChainInput& input,
+                                                     const std::string& profile) {
+  const std::string session = input.setting("sso_session");
+  std::string region = input.setting("sso_region");
+  std::string start_url = input.setting("sso_start_url");
+  if (!session.empty() && input.config_setting) {
+    const std::string section = "sso-session " + session;
+    if (region.empty()) region = input.config_setting(section, "sso_region");
+    if (start_url.empty()) start_url = input.config_setting(section, "sso_start_url");
+  }
+  const std::string account = input.setting("sso_account_id");
+  const std::string role = input.setting("sso_role_name");
+  if (account.empty() || role.empty() || region.empty()) {
+    return Status::InvalidArgument(
+        "AWS " + profile +
+        " signs in through IAM Identity Center but lacks sso_account_id, sso_role_name or "
+        "sso_region (in the profile or its sso-session section)");
+  }
+  HOIST_ASSIGN_OR_RETURN(const std::string digest, Sha1Hex(session.empty() ? start_url : session));
+  const std::string cache = input.sso_cache_dir + "/" + digest + ".json";
+  std::string portal = EnvironmentVariable("AWS_ENDPOINT_URL_SSO");
+  if (portal.empty()) portal = "https://portal.sso." + region + ".amazonaws.com";
+  portal = WithoutTrailingSlash(portal);
+  if (portal.rfind("https://", 0) != 0 && !IsLoopbackHttpUrl(portal)) {
+    return Status::InvalidArgument("the SSO portal '" + RedactUrl(portal) +
+                                   "' is not https (nor http on loopback): no sign-in is sent "
+                                   "there");
+  }
+  const std::string source = "IAM Identity Center (" + profile + ", role " + role + ")";
+  const std::string login = "run `aws sso login --profile " + input.profile + "`";
+  const std::string url = portal +
+                          "/federation/credentials?account_id=" + PercentEncode(account, false) +
+                          "&role_name=" + PercentEncode(role, false);
+  auto fetch = [ask = input.ask, source, cache, login, url]() -> Result<AwsCredentials> {
+    HOIST_ASSIGN_OR_RETURN(const std::string token, CachedSsoToken(source, cache, login));
+    ServiceRequest request;
+    request.url = url;
+    request.headers = {"x-amz-sso_bearer_token: " + token};
+    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer, Ask(ask, source, request));
+    return FromRoleCredentials(source, answer.body);
+  };
+  return std::make_shared<AwsCredentialSource>(source, fetch);
+}
+
+// The profile's keys, web identity, credential_process or IAM Identity Center sign-in; null
+// when it has none of them.
 Result<std::shared_ptr<AwsCredentialSource>> FromProfile(const AwsChainInput& input) {
   const std::string profile = "profile '" + input.profile + "'";
   const std::string key = input.setting("aws_access_key_id");
@@ -336,15 +436,11 @@ Result<std::shared_ptr<AwsCredentialSource>> FromProfile(const AwsChainInput& in
     const std::string source = "the credential_process of " + profile;
     return std::make_shared<AwsCredentialSource>(source, CredentialProcess(source, command));
   }
+  if (!input.setting("sso_session").empty() || !input.setting("sso_start_url").empty()) {
+    return FromSso(input, profile);
+  }
   // What the profile asks for and hoist does not do: said, rather than requests going
   // unsigned and refused.
-  if (!input.setting("sso_session").empty() || !input.setting("sso_start_url").empty()) {
-    return Status::Unavailable("AWS " + profile +
-                               " signs in through IAM Identity Center (SSO), which hoist does "
-                               "not read: export its credentials (aws configure "
-                               "export-credentials --profile " +
-                               input.profile + " --format env) and load again");
-  }
   if (!role.empty()) {
     return Status::Unavailable("AWS " + profile + " assumes role " + role +
                                " from another profile, which hoist does not do: export the "

@@ -1,7 +1,8 @@
 // S3 credentials where the AWS SDKs find them, in their order: the environment's keys, a web
-// identity (EKS IRSA: a token file exchanged at STS), the profile (its keys, or its
-// credential_process), the container endpoint (ECS, EKS Pod Identity), the instance's role
-// (IMDSv2). Credentials that expire are fetched again before they do, during a load.
+// identity (EKS IRSA: a token file exchanged at STS), the profile (its keys, its
+// credential_process, or its IAM Identity Center sign-in cached by `aws sso login`), the
+// container endpoint (ECS, EKS Pod Identity), the instance's role (IMDSv2). Credentials that expire
+// are fetched again before they do, during a load.
 #pragma once
 
 #include <chrono>
@@ -34,6 +35,10 @@ struct AwsChainInput {
   std::string region;
   // The profile's settings (the credentials file's section first, then the config file's).
   std::function<std::string(const char* key)> setting;
+  // A setting of another section of the config file (an "sso-session NAME").
+  std::function<std::string(const std::string& section, const char* key)> config_setting;
+  // Where `aws sso login` caches its sign-ins (~/.aws/sso/cache).
+  std::string sso_cache_dir;
   AskServiceFn ask;
 };
 

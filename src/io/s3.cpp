@@ -147,6 +147,14 @@ Result<S3Config> S3ConfigFromEnvironment() {
     if (auto v = IniValue(credentials, profile, key)) return *v;
     return IniValue(settings, section, key).value_or("");
   };
+  chain.config_setting = [settings](const std::string& section, const char* key) {
+    return IniValue(settings, section, key).value_or("");
+  };
+  if (const std::string home = EnvironmentVariable("HOME"); !home.empty()) {
+    chain.sso_cache_dir = home + "/.aws/sso/cache";
+  } else if (const std::string profile = EnvironmentVariable("USERPROFILE"); !profile.empty()) {
+    chain.sso_cache_dir = profile + "/.aws/sso/cache";
+  }
   config.region = FirstOf({"AWS_REGION", "AWS_DEFAULT_REGION"});
   if (config.region.empty()) config.region = chain.setting("region");
   if (config.region.empty()) config.region = "us-east-1";

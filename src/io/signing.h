@@ -1,7 +1,7 @@
 // The signatures credentials make: RS256 (RSA PKCS#1 v1.5 with SHA-256), what a Google service
 // account signs its token requests with; HMAC-SHA256, what an Azure storage account's shared key
-// signs each request with. One file per library: signing_openssl.cpp (libcrypto),
-// signing_none.cpp (a build without it, which says so).
+// signs each request with; SHA-1, what names the AWS CLI's cached sign-ins. One file per library:
+// signing_openssl.cpp (libcrypto), signing_none.cpp (a build without it, which says so).
 #pragma once
 
 #include <string>
@@ -17,5 +17,8 @@ Result<std::string> SignRs256(const std::string& pem_key, std::string_view data)
 
 // The HMAC-SHA256 of `data` under `key` (raw bytes, both).
 Result<std::string> HmacSha256(std::string_view key, std::string_view data);
+
+// The SHA-1 of `data` as 40 lowercase hex digits: the name the AWS CLI gives a cached sign-in.
+Result<std::string> Sha1Hex(std::string_view data);
 
 }  // namespace hoist

@@ -19,4 +19,11 @@ Result<std::string> HmacSha256(std::string_view /*key*/, std::string_view /*data
                              "installed, or use a SAS token or a managed identity");
 }
 
+Result<std::string> Sha1Hex(std::string_view /*data*/) {
+  return Status::Unavailable(
+      "this hoist was built without OpenSSL's libcrypto, so it cannot find the AWS CLI's cached "
+      "IAM Identity Center sign-in: build it with libssl-dev installed, or export the "
+      "credentials (aws configure export-credentials --format env)");
+}
+
 }  // namespace hoist

@@ -1,6 +1,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 
 #include <memory>
 
@@ -44,6 +45,20 @@ Result<std::string> HmacSha256(std::string_view key, std::string_view data) {
     return Status::IoError("HMAC-SHA256 failed");
   }
   return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+Result<std::string> Sha1Hex(std::string_view data) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  if (SHA1(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest) == nullptr) {
+    return Status::IoError("SHA-1 failed");
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (const unsigned char byte : digest) {
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 15];
+  }
+  return hex;
 }
 
 }  // namespace hoist

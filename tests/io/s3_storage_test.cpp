@@ -24,6 +24,7 @@
 #include "io/hub.h"
 #include "io/loopback.h"
 #include "io/s3.h"
+#include "io/signing.h"
 #include "pipeline/load_checks.h"
 #include "test_util.h"
 
@@ -296,9 +297,9 @@ TEST_F(S3StorageTest, AProfilesCredentialProcessGivesItsKeysOrIsNamedWhenItFails
                               ": S3 credentials from the credential_process of profile 'chatty': "
                               "the command's output is not a JSON object with \"Version\": 1\n"},
         Refusal{"sso", "hoist: " + name +
-                           ": AWS profile 'sso' signs in through IAM Identity Center (SSO), which "
-                           "hoist does not read: export its credentials (aws configure "
-                           "export-credentials --profile sso --format env) and load again\n"}}) {
+                           ": AWS profile 'sso' signs in through IAM Identity Center but lacks "
+                           "sso_account_id, sso_role_name or sso_region (in the profile or its "
+                           "sso-session section)\n"}}) {
     Set("AWS_PROFILE", c.profile);
     const auto r = RunHoist({"inspect", name});
     EXPECT_EQ(r.exit_code, 1) << c.profile;
@@ -348,6 +349,84 @@ TEST_F(S3StorageTest, ACredentialsSourceThatRefusesIsNamedAndItsTokenNeverPrinte
                        "container credentials endpoint over http must be on loopback or the "
                        "container agent's address (169.254.170.2, 169.254.170.23), else https: "
                        "its token is not sent there\n");
+}
+
+// IAM Identity Center: the sign-in `aws sso login` cached, found by the SHA-1 of the
+// sso-session's name (or of a legacy profile's start URL), exchanged at the portal for the
+// role's keys; an expired or missing sign-in says to log in again, and no message holds the
+// sign-in's token.
+TEST_F(S3StorageTest, AProfilesIamIdentityCenterSignInGivesTheRolesKeys) {
+  const TensorDirectory local = Upload("a/model.safetensors", SampleSpec{"safetensors", 1 << 20});
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  const std::string name = "s3://models/a/model.safetensors";
+  std::ofstream(tmp_.File("config"))
+      << "[profile dev]\nsso_session = corp\nsso_account_id = 123456789012\n"
+         "sso_role_name = loader-sso\nregion = us-east-1\n\n"
+      << "[sso-session corp]\nsso_region = us-east-1\n"
+         "sso_start_url = https://corp.awsapps.com/start\n\n"
+      << "[profile legacy]\nsso_start_url = https://legacy.awsapps.com/start\n"
+         "sso_region = us-east-1\nsso_account_id = 123456789012\nsso_role_name = loader-sso\n\n"
+      << "[profile stranger]\nsso_session = corp\nsso_account_id = 123456789012\n"
+         "sso_role_name = admin\n";
+  Set("AWS_CONFIG_FILE", tmp_.File("config"));
+  Set("AWS_PROFILE", "dev");
+  // HOME is put back after the test, not unset: the suite's other tests run in this process.
+  struct RestoreHome {
+    std::string home = std::getenv("HOME") != nullptr ? std::getenv("HOME") : "";
+    ~RestoreHome() { setenv("HOME", home.c_str(), 1); }
+  } restore_home;
+  setenv("HOME", tmp_.path().c_str(), 1);
+  Set("AWS_ENDPOINT_URL_SSO", server_->endpoint());
+  const std::string cache = tmp_.File(".aws/sso/cache");
+  std::filesystem::create_directories(cache);
+  // sha1("corp") (by sha1sum), as the AWS CLI names the sso-session's cache.
+  const std::string session_file = cache + "/ee0bfd2552fbd840c02cc48b6e823320543c450f.json";
+  auto write_cache = [](const std::string& file, const std::string& token,
+                        const std::string& expires) {
+    std::ofstream(file) << "{\"startUrl\": \"https://corp.awsapps.com/start\", \"region\": "
+                           "\"us-east-1\", \"accessToken\": \""
+                        << token << "\", \"expiresAt\": \"" << expires << "\"}";
+  };
+  auto digest = Sha1Hex("corp");
+  ASSERT_TRUE(digest.ok()) << digest.status().ToString();
+  EXPECT_EQ(*digest, "ee0bfd2552fbd840c02cc48b6e823320543c450f");
+  write_cache(session_file, "sso-access-token", "2099-01-01T00:00:00Z");
+  // sha1("https://legacy.awsapps.com/start"), by sha1sum
+  write_cache(cache + "/79e435d7a515078e81c9dffc35f38d5687ebd3a7.json", "sso-access-token",
+              "2099-01-01T00:00:00UTC");
+  for (const char* profile : {"dev", "legacy"}) {
+    SCOPED_TRACE(profile);
+    Set("AWS_PROFILE", profile);
+    auto config = S3ConfigFromEnvironment();
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    ASSERT_NE(config->credentials, nullptr);
+    EXPECT_EQ(config->credentials->name(),
+              std::string("IAM Identity Center (profile '") + profile + "', role loader-sso)");
+    TensorDirectory remote;
+    auto model = LoadName(name, &remote);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(local, **model);
+  }
+  EXPECT_EQ(server_->Counts()["issued"]["sso"], 4);
+  auto expect_refused = [&](const std::string& profile, const std::string& why) {
+    Set("AWS_PROFILE", profile);
+    const auto r = RunHoist({"inspect", name});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "hoist: " + name + ": S3 credentials from IAM Identity Center (profile '" +
+                         profile + "', " + why + "\n");
+    EXPECT_EQ(r.err.find("sso-access-token"), std::string::npos);
+  };
+  expect_refused("stranger", "role admin): " + server_->endpoint() +
+                                 "/federation/credentials?account_id=123456789012&role_name=admin "
+                                 "answered 403 Forbidden: {\"message\":\"No access\"}");
+  write_cache(session_file, "sso-access-token", "2020-01-01T00:00:00Z");
+  expect_refused("dev", "role loader-sso): the sign-in cached at " + session_file +
+                            " expired at 2020-01-01T00:00:00Z: run `aws sso login --profile dev`");
+  std::filesystem::remove(session_file);
+  expect_refused("dev", "role loader-sso): no sign-in cached at " + session_file +
+                            ": run `aws sso login --profile dev`");
+  EXPECT_EQ(server_->Counts().value("refused", -1), 0);
 }
 
 // Keys that live shorter than the load: fetched again before they expire, every request

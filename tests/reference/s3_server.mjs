@@ -8,7 +8,8 @@
 // signature check then takes, with their session token and, where the test sets one, a life
 // after which the key is refused as expired: STS's AssumeRoleWithWebIdentity (POST /), the
 // container credentials endpoint (GET /__container/creds), the instance metadata service's
-// IMDSv2 (/latest/...).
+// IMDSv2 (/latest/...), IAM Identity Center's portal (GET /federation/credentials, which takes
+// the sign-in token "sso-access-token" for account 123456789012's role "loader-sso").
 //
 // Usage: node s3_server.mjs DIRECTORY BUCKET...   Prints "port N" once it listens.
 // Credentials: access key S3RVER, secret S3RVER (s3rver's own account).
@@ -21,7 +22,7 @@ import { SignatureV4 } from '@smithy/signature-v4';
 import { Hash } from '@smithy/hash-node';
 
 const secrets = new Map([['S3RVER', 'S3RVER']]);
-const counts = { signed: 0, refused: 0, expired: 0, issued: { sts: 0, container: 0, imds: 0 } };
+const counts = { signed: 0, refused: 0, expired: 0, issued: { sts: 0, container: 0, imds: 0, sso: 0 } };
 const config = { statedSeconds: 3600, hardMs: 0, delayMs: 0 };
 // What the fakes accept: the role and web identity token STS takes, the container endpoint's
 // authorization token.
@@ -29,6 +30,7 @@ const ROLE_ARN = 'arn:aws:iam::123456789012:role/loader';
 const WEB_IDENTITY_TOKEN = 'web-identity-token';
 const CONTAINER_TOKEN = 'container-authorization-token';
 const IMDS_ROLE = 'loader-role';
+const SSO_TOKEN = 'sso-access-token';
 const issued = new Map();  // access key -> { token, hard }
 const imdsSessions = new Set();
 let serial = 0;
@@ -88,6 +90,23 @@ async function credentialServices(ctx, next) {
     const c = issue('container');
     ctx.body = JSON.stringify({ AccessKeyId: c.key, SecretAccessKey: c.secret, Token: c.token,
                                 Expiration: c.expiration, RoleArn: ROLE_ARN });
+    return undefined;
+  }
+  if (ctx.path === '/federation/credentials') {
+    if (ctx.get('x-amz-sso_bearer_token') !== SSO_TOKEN) {
+      ctx.status = 401;
+      ctx.body = JSON.stringify({ message: 'Session token not found or invalid' });
+      return undefined;
+    }
+    if (ctx.query.account_id !== '123456789012' || ctx.query.role_name !== 'loader-sso') {
+      ctx.status = 403;
+      ctx.body = JSON.stringify({ message: 'No access' });
+      return undefined;
+    }
+    const c = issue('sso');
+    ctx.body = JSON.stringify({ roleCredentials: { accessKeyId: c.key, secretAccessKey: c.secret,
+                                                   sessionToken: c.token,
+                                                   expiration: Date.parse(c.expiration) } });
     return undefined;
   }
   if (ctx.path === '/latest/api/token') {
