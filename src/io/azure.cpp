@@ -119,8 +119,12 @@ class AzureEndpoint final : public Endpoint {
     HOIST_ASSIGN_OR_RETURN(const AzureBlob blob, ParseAzureName(name));
     return WithSas(AzureBlobUrl(config_, blob));
   }
+  // A blob URL's file is one path segment, percent-encoded (its name is decoded when parsed);
+  // an az:// name's is encoded whole when its URL is made.
   std::string Join(const std::string& dir, const std::string& file) const override {
-    return dir.ends_with('/') ? dir + file : dir + "/" + file;
+    const std::string segment =
+        IsAzureBlobUrl(dir) ? PercentEncode(file, /*keep_slash=*/false) : file;
+    return dir.ends_with('/') ? dir + segment : dir + "/" + segment;
   }
   Result<RequestAuth> Authorize(const OutgoingRequest& request) const override {
     RequestAuth auth;
@@ -148,7 +152,8 @@ class AzureEndpoint final : public Endpoint {
   bool lists() const override { return true; }
   // Blob storage has no directories: a container, or a name ending in '/', can only be a prefix.
   bool IsPrefixOnly(const std::string& name) const override {
-    return name.ends_with('/') || name.find('/', 5) == std::string::npos;
+    const Result<AzureBlob> blob = ParseAzureName(name);
+    return blob.ok() && (blob->blob.empty() || blob->blob.ends_with('/'));
   }
   Result<std::string> PrefixKey(const std::string& dir) const override {
     HOIST_ASSIGN_OR_RETURN(AzureBlob blob, ParseAzureName(dir));
@@ -212,18 +217,69 @@ Status FromConnectionString(const std::string& text, AzureConfig* config) {
   return Status::Ok();
 }
 
+// The credentials AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN give.
+Status FromAccountVariables(const AzureEnvironment& environment, AzureConfig* config) {
+  config->account = environment.account;
+  if (config->account.empty()) {
+    return Status::InvalidArgument(
+        "az:// names need the storage account: set AZURE_STORAGE_ACCOUNT (or "
+        "AZURE_STORAGE_CONNECTION_STRING)");
+  }
+  if (!IsAccountName(config->account)) {
+    return Status::InvalidArgument("AZURE_STORAGE_ACCOUNT='" + Printable(config->account) +
+                                   "' is not a storage account's name (3 to 24 lowercase "
+                                   "letters and digits)");
+  }
+  config->blob_endpoint = "https://" + config->account + ".blob.core.windows.net";
+  if (!environment.key.empty()) {
+    std::optional<std::string> bytes = DecodeBase64(environment.key);
+    if (!bytes || bytes->empty()) return Status::InvalidArgument("AZURE_STORAGE_KEY is not base64");
+    config->shared_key = std::move(*bytes);
+    config->credentials_origin = "the account key (AZURE_STORAGE_KEY)";
+  } else if (!environment.sas.empty()) {
+    config->sas = environment.sas.starts_with('?') ? environment.sas.substr(1) : environment.sas;
+    config->credentials_origin = "the SAS token (AZURE_STORAGE_SAS_TOKEN)";
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsAzureUrl(std::string_view name) { return name.rfind("az://", 0) == 0; }
 
+bool IsAzureBlobUrl(std::string_view name) {
+  constexpr std::string_view kSuffix = ".blob.core.windows.net";
+  if (name.size() < 8 || !EqualsIgnoreCase(name.substr(0, 8), "https://") ||
+      name.find_first_of("?#") != std::string_view::npos) {
+    return false;
+  }
+  const std::string_view host = name.substr(8, name.find('/', 8) - 8);
+  if (host.size() <= kSuffix.size() || host.find_first_of("@:") != std::string_view::npos ||
+      !EqualsIgnoreCase(host.substr(host.size() - kSuffix.size()), kSuffix)) {
+    return false;
+  }
+  std::string account(host.substr(0, host.size() - kSuffix.size()));
+  for (char& c : account) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return IsAccountName(account);
+}
+
 Result<AzureBlob> ParseAzureName(std::string_view name) {
   const std::string text(name);
-  if (!IsAzureUrl(name)) return Status::InvalidArgument(text + ": not an az:// name");
-  const std::string_view rest = name.substr(5);
-  const size_t slash = rest.find('/');
   AzureBlob blob;
-  blob.container = std::string(rest.substr(0, slash));
-  if (slash != std::string_view::npos) blob.blob = std::string(rest.substr(slash + 1));
+  std::string rest;
+  if (IsAzureBlobUrl(name)) {
+    const size_t path = name.find('/', 8);
+    blob.account = std::string(name.substr(8, name.find('.', 8) - 8));
+    for (char& c : blob.account) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    rest = path == std::string_view::npos ? "" : PercentDecode(name.substr(path + 1));
+  } else if (IsAzureUrl(name)) {
+    rest = std::string(name.substr(5));
+  } else {
+    return Status::InvalidArgument(text + ": not an az:// name");
+  }
+  const size_t slash = rest.find('/');
+  blob.container = rest.substr(0, slash);
+  if (slash != std::string::npos) blob.blob = rest.substr(slash + 1);
   if (!IsContainerName(blob.container)) {
     return Status::InvalidArgument(
         Printable(text) + ": '" + Printable(blob.container) +
@@ -253,34 +309,19 @@ AzureEnvironment AzureEnvironmentVariables() {
   return e;
 }
 
-Result<AzureConfig> AzureConfigFrom(const AzureEnvironment& environment, const AskServiceFn& ask) {
+Result<AzureConfig> AzureConfigFrom(const AzureEnvironment& environment, const AskServiceFn& ask,
+                                    const std::string& url_account) {
   AzureConfig config;
   if (!environment.connection_string.empty()) {
     HOIST_RETURN_IF_ERROR(FromConnectionString(environment.connection_string, &config));
-  } else {
-    config.account = environment.account;
-    if (config.account.empty()) {
-      return Status::InvalidArgument(
-          "az:// names need the storage account: set AZURE_STORAGE_ACCOUNT (or "
-          "AZURE_STORAGE_CONNECTION_STRING)");
-    }
-    if (!IsAccountName(config.account)) {
-      return Status::InvalidArgument("AZURE_STORAGE_ACCOUNT='" + Printable(config.account) +
-                                     "' is not a storage account's name (3 to 24 lowercase "
-                                     "letters and digits)");
-    }
-    config.blob_endpoint = "https://" + config.account + ".blob.core.windows.net";
-    if (!environment.key.empty()) {
-      std::optional<std::string> bytes = DecodeBase64(environment.key);
-      if (!bytes || bytes->empty()) {
-        return Status::InvalidArgument("AZURE_STORAGE_KEY is not base64");
-      }
-      config.shared_key = std::move(*bytes);
-      config.credentials_origin = "the account key (AZURE_STORAGE_KEY)";
-    } else if (!environment.sas.empty()) {
-      config.sas = environment.sas.starts_with('?') ? environment.sas.substr(1) : environment.sas;
-      config.credentials_origin = "the SAS token (AZURE_STORAGE_SAS_TOKEN)";
-    }
+  } else if (url_account.empty() || !environment.account.empty()) {
+    HOIST_RETURN_IF_ERROR(FromAccountVariables(environment, &config));
+  }
+  if (!url_account.empty()) {
+    // A blob URL names its account: another account's key or SAS is never sent to it.
+    if (config.account != url_account) config = AzureConfig{};
+    config.account = url_account;
+    config.blob_endpoint = "https://" + url_account + ".blob.core.windows.net";
   }
   if (HasControlCharacter(config.sas) || config.sas.find_first_of(" #") != std::string::npos) {
     return Status::InvalidArgument("the SAS token is not a URL's query: refused");

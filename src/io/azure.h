@@ -31,14 +31,20 @@ struct AzureConfig {
 
 struct AzureBlob {
   std::string container;
-  std::string blob;  // may be empty (the container's top) or end in '/' (a prefix)
+  std::string blob;     // may be empty (the container's top) or end in '/' (a prefix)
+  std::string account;  // a blob URL's; "" for az:// (the environment's)
 };
 
 bool IsAzureUrl(std::string_view name);
+// Whether `name` is a blob's URL in Azure's public cloud,
+// https://ACCOUNT.blob.core.windows.net/CONTAINER/BLOB, without a query (a URL with a SAS is
+// read as any URL) or user information.
+bool IsAzureBlobUrl(std::string_view name);
 
-// The container and blob of az://CONTAINER/BLOB; kInvalidArgument naming the rule a name breaks
-// (a container is 3 to 63 lowercase letters, digits and single hyphens, starting and ending with
-// a letter or digit; a blob's name is at most 1024 bytes, without a line break).
+// The container and blob of az://CONTAINER/BLOB, or of a blob URL (its path percent-decoded);
+// kInvalidArgument naming the rule a name breaks (a container is 3 to 63 lowercase letters,
+// digits and single hyphens, starting and ending with a letter or digit; a blob's name is at
+// most 1024 bytes, without a line break).
 Result<AzureBlob> ParseAzureName(std::string_view name);
 
 // What AzureConfigFromEnvironment reads, as the Azure CLI and SDKs name it ("" when unset).
@@ -63,8 +69,11 @@ AzureEnvironment AzureEnvironmentVariables();
 // The configuration, credentials in this order: the connection string's key or SAS; the
 // account's key; a SAS token; workload identity; a managed identity (asked for one second; not
 // asked for an emulator's loopback endpoint unless AZURE_POD_IDENTITY_AUTHORITY_HOST names one);
-// none. kInvalidArgument naming what is missing or malformed; a source that fails, its error.
-Result<AzureConfig> AzureConfigFrom(const AzureEnvironment& environment, const AskServiceFn& ask);
+// none. `url_account`: a blob URL's account, which the endpoint is then; the environment's key
+// or SAS goes to it only when they are that account's. kInvalidArgument naming what is missing
+// or malformed; a source that fails, its error.
+Result<AzureConfig> AzureConfigFrom(const AzureEnvironment& environment, const AskServiceFn& ask,
+                                    const std::string& url_account = "");
 
 // The URL that serves a blob's bytes (without the SAS, which the endpoint appends).
 std::string AzureBlobUrl(const AzureConfig& config, const AzureBlob& blob);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "base/platform.h"
@@ -233,23 +234,45 @@ bool IsRemoteName(std::string_view name) {
                      [&](std::string_view scheme) { return name.starts_with(scheme); });
 }
 
+namespace {
+
+// An object store's name read through the HTTP source with the endpoint `make` gives.
+Result<ModelLocation> ObjectStoreLocation(
+    const std::string& name, double stall_timeout_s,
+    const std::function<Result<std::shared_ptr<const Endpoint>>()>& make) {
+  // The configuration is read for every model, so credentials that change between loads
+  // (rotated, or a test's) take effect.
+  HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
+  // After the settings: finding credentials may ask services (STS, a metadata server) over
+  // the network.
+  Result<std::shared_ptr<const Endpoint>> endpoint = make();
+  if (!endpoint.ok()) {
+    return Status(endpoint.status().code(), name + ": " + endpoint.status().message());
+  }
+  options.endpoint = std::move(endpoint).value();
+  return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
+}
+
+}  // namespace
+
 Result<ModelLocation> LocateModel(const std::string& name, double stall_timeout_s) {
   HOIST_ASSIGN_OR_RETURN(const std::optional<HubName> hub, ParseHubName(name));
   if (hub) return LocateHubModel(*hub, stall_timeout_s);
   for (const ObjectStore& store : kObjectStores) {
     if (name.rfind(store.scheme, 0) != 0) continue;
     HOIST_RETURN_IF_ERROR(store.check_name(name));
-    // The configuration is read for every model, so credentials that change between loads
-    // (rotated, or a test's) take effect.
-    HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
-    // After the settings: finding credentials may ask services (STS, a metadata server) over
-    // the network.
-    Result<std::shared_ptr<const Endpoint>> endpoint = store.endpoint();
-    if (!endpoint.ok()) {
-      return Status(endpoint.status().code(), name + ": " + endpoint.status().message());
-    }
-    options.endpoint = std::move(endpoint).value();
-    return ModelLocation{MakeHttpStorage(options), name, std::nullopt};
+    return ObjectStoreLocation(name, stall_timeout_s, store.endpoint);
+  }
+  // A blob's URL in Azure (without a SAS, which any URL may carry): the Azure endpoint, so
+  // that the environment's credentials for its account authorise it.
+  if (IsAzureBlobUrl(name)) {
+    HOIST_ASSIGN_OR_RETURN(const AzureBlob blob, ParseAzureName(name));
+    return ObjectStoreLocation(
+        name, stall_timeout_s, [&]() -> Result<std::shared_ptr<const Endpoint>> {
+          HOIST_ASSIGN_OR_RETURN(AzureConfig config, AzureConfigFrom(AzureEnvironmentVariables(),
+                                                                     AskService, blob.account));
+          return MakeAzureEndpoint(std::move(config));
+        });
   }
   if (!IsHttpUrl(name)) return ModelLocation{LocalStorage(), name, std::nullopt};
   HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));

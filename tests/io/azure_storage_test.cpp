@@ -248,6 +248,15 @@ TEST_F(AzureStorageTest, EachRefusalNamesItsSourceAndNeverAKeyOrAToken) {
     EXPECT_NE(r.err.find("none found: the requests went anonymous"), std::string::npos) << r.err;
   }
   {
+    SCOPED_TRACE("a blob URL's container name Azure does not allow: the Azure source's rule");
+    const auto r = RunHoist({"inspect", "https://hoistmodels.blob.core.windows.net/Models/m"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err,
+              "hoist: https://hoistmodels.blob.core.windows.net/Models/m: 'Models' is not an Azure "
+              "container name (3 to 63 lowercase letters, digits and single hyphens, starting "
+              "and ending with a letter or digit; az://CONTAINER/BLOB)\n");
+  }
+  {
     SCOPED_TRACE("a container name Azure does not allow");
     const auto r = RunHoist({"inspect", "az://Models/a/model.safetensors"});
     EXPECT_EQ(r.exit_code, 1);

@@ -46,6 +46,46 @@ TEST(Azure, NamesAreContainersAndBlobs) {
   EXPECT_TRUE(ParseAzureName("az://models/" + std::string(1024, 'x')).ok());
 }
 
+TEST(Azure, ABlobsUrlIsAnAzureNameOfItsAccount) {
+  EXPECT_TRUE(IsAzureBlobUrl("https://hoistmodels.blob.core.windows.net/models/m.safetensors"));
+  EXPECT_TRUE(IsAzureBlobUrl("HTTPS://HoistModels.Blob.Core.Windows.Net/models/"));
+  for (const char* other :
+       {"https://hoistmodels.blob.core.windows.net/models/m.safetensors?sv=1&sig=x",
+        "http://hoistmodels.blob.core.windows.net/models/m",
+        "https://u:p@a.blob.core.windows.net/c",
+        "https://hoistmodels.blob.core.windows.net.evil.com/models/m",
+        "https://x.blob.core.windows.net/models/m", "https://example.org/models/m",
+        "az://models/m"}) {
+    EXPECT_FALSE(IsAzureBlobUrl(other)) << other;
+  }
+  auto blob = ParseAzureName("https://HoistModels.blob.core.windows.net/models/a%20dir/m%231.gguf");
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  EXPECT_EQ(blob->account, "hoistmodels");
+  EXPECT_EQ(blob->container, "models");
+  EXPECT_EQ(blob->blob, "a dir/m#1.gguf");
+  EXPECT_EQ(ParseAzureName("az://models/m")->account, "");
+  // The environment's key goes to its own account only.
+  int asked = 0;
+  AzureEnvironment e;
+  e.account = "hoistmodels";
+  e.key = Base64("a key");
+  auto config = AzureConfigFrom(e, Unreachable(&asked), "hoistmodels");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->shared_key, "a key");
+  EXPECT_EQ(config->blob_endpoint, "https://hoistmodels.blob.core.windows.net");
+  e.imds_host = "127.0.0.1:9";
+  config = AzureConfigFrom(e, Unreachable(&asked), "otheraccount");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->shared_key, "");
+  EXPECT_EQ(config->account, "otheraccount");
+  EXPECT_EQ(config->blob_endpoint, "https://otheraccount.blob.core.windows.net");
+  EXPECT_EQ(config->credentials_origin, "none found: the requests went anonymous");
+  EXPECT_EQ(asked, 1);
+  // No account in the environment at all: the URL's is enough.
+  config = AzureConfigFrom(AzureEnvironment{}, Unreachable(&asked), "otheraccount");
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+}
+
 TEST(Azure, TheEnvironmentNamesTheAccountAndItsCredentials) {
   int asked = 0;
   AzureEnvironment e;
