@@ -97,6 +97,7 @@ nlohmann::json Json(const BenchResult& b, const BenchFlags& flags, const TensorD
                 {"format", dir.format}};
   j["ceilings"] = {{"h2d_pinned_gbps", b.h2d_pinned_gbps},
                    {"page_cache_read_gbps", b.page_cache_read_gbps},
+                   {"read_bytes", b.ceiling_read_bytes},
                    {"direct_read_gbps", b.direct_read_gbps > 0 ? nlohmann::json(b.direct_read_gbps)
                                                                : nlohmann::json()}};
   j["results"] = nlohmann::json::array();

@@ -53,6 +53,9 @@ struct BenchResult {
   double h2d_pinned_gbps = 0;
   double page_cache_read_gbps = 0;
   double direct_read_gbps = 0;  // 0: not measured (see notes)
+  // The bytes each read ceiling reads: the model's files as stored (a packed model's coded
+  // bytes, fewer than model_bytes).
+  uint64_t ceiling_read_bytes = 0;
   std::vector<BenchRow> rows;
   std::vector<std::string> notes;
   double settle_s = 0;

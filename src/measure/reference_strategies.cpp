@@ -35,6 +35,10 @@ Status Place(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& mod
 
 Status LoadFromMapping(const TensorDirectory& dir, CheckedDevice& device, LoadedModel& model,
                        double stall_timeout_s) {
+  if (dir.stored_storage) {
+    return Status::Unavailable(
+        "a packed model's file holds its tensors coded: a mapping of it is not their bytes");
+  }
   std::vector<std::unique_ptr<MappedFile>> maps;
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto map, MapFile(f.path));
