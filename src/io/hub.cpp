@@ -130,7 +130,7 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
   HOIST_ASSIGN_OR_RETURN(HttpOptions options, HttpOptionsFromEnvironment(stall_timeout_s));
   std::string token = EnvironmentVariable("HF_TOKEN");
   if (token.empty()) token = EnvironmentVariable("HUGGING_FACE_HUB_TOKEN");
-  options.endpoint = MakePlainEndpoint("", std::move(token), UrlAuthority(endpoint));
+  options.endpoint = MakePlainEndpoint("", token, UrlAuthority(endpoint));
   std::shared_ptr<Storage> http = MakeHttpStorage(options);
   // The revision as one segment ("refs/pr/1" as refs%2Fpr%2F1), as the hub's own client sends it.
   const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" +
