@@ -109,7 +109,10 @@ for name in ("plain", "packed"):
     if not os.path.exists(path):
         print(f"{name}: no result"); continue
     j = json.load(open(path))
-    print(f"{name}: ceilings " + ", ".join(f"{k} {v:.2f}" for k, v in j["ceilings"].items()))
+    # direct_read_gbps is null where O_DIRECT could not be measured; read_bytes a count.
+    print(f"{name}: ceilings " + ", ".join(
+        f"{k} {'not measured' if v is None else (v if isinstance(v, int) else f'{v:.2f}')}"
+        for k, v in j["ceilings"].items()))
     for r in j["results"]:
         print(f"{name}: {r['strategy']} {r['mode']} {r['gbps']:.2f} GB/s")
 PY
