@@ -18,6 +18,12 @@ Result<std::string> SignRs256(const std::string& pem_key, std::string_view data)
 // The HMAC-SHA256 of `data` under `key` (raw bytes, both).
 Result<std::string> HmacSha256(std::string_view key, std::string_view data);
 
+// Frees what the crypto library holds for the calling thread (OpenSSL's error queue and random
+// generators; it makes them again on next use). A thread that read through TLS or signed calls it
+// before it reports its exit: the load's readers are detached, and one that ended after the
+// process's exit handlers ran would leave its state behind.
+void ReleaseThreadCryptoState();
+
 // The SHA-1 of `data` as 40 lowercase hex digits: the name the AWS CLI gives a cached sign-in.
 Result<std::string> Sha1Hex(std::string_view data);
 

@@ -19,6 +19,8 @@ Result<std::string> HmacSha256(std::string_view /*key*/, std::string_view /*data
                              "installed, or use a SAS token or a managed identity");
 }
 
+void ReleaseThreadCryptoState() {}
+
 Result<std::string> Sha1Hex(std::string_view /*data*/) {
   return Status::Unavailable(
       "this hoist was built without OpenSSL's libcrypto, so it cannot find the AWS CLI's cached "

@@ -1,3 +1,4 @@
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
@@ -46,6 +47,8 @@ Result<std::string> HmacSha256(std::string_view key, std::string_view data) {
   }
   return std::string(reinterpret_cast<const char*>(digest), size);
 }
+
+void ReleaseThreadCryptoState() { OPENSSL_thread_stop(); }
 
 Result<std::string> Sha1Hex(std::string_view data) {
   unsigned char digest[SHA_DIGEST_LENGTH];

@@ -11,6 +11,7 @@
 
 #include "base/platform.h"
 #include "base/threads.h"
+#include "io/signing.h"
 #include "pipeline/device_decode.h"
 #include "pipeline/file_checks.h"
 #include "pipeline/load_job.h"
@@ -441,6 +442,7 @@ void LoadSession::Stream() {
         StartThread("reader thread " + std::to_string(r + 1) + " of " + std::to_string(readers),
                     [job = job_, r] {
                       ReaderLoop(job, r);
+                      ReleaseThreadCryptoState();  // its TLS reads' and signatures' state
                       job->running.Exited();
                     });
     if (!thread.ok()) {

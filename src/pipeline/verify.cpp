@@ -13,6 +13,7 @@
 
 #include "base/platform.h"
 #include "base/threads.h"
+#include "io/signing.h"
 #include "pipeline/file_checks.h"
 #include "pipeline/job_state.h"
 #include "pipeline/loader.h"
@@ -157,6 +158,7 @@ void Worker(const std::shared_ptr<VerifyJob>& job, size_t worker) {
     const size_t k = job->next.fetch_add(1);
     if (k >= job->items.size() || !CompareItem(*job, worker, k, from_file, from_device)) break;
   }
+  ReleaseThreadCryptoState();  // its TLS reads' and signatures' state
   job->running.Exited();
 }
 
