@@ -37,8 +37,8 @@ Result<std::shared_ptr<BearerTokenSource>> WorkloadIdentity(const AzureEnvironme
   }
   const std::string url = authority + "/" + e.tenant_id + "/oauth2/v2.0/token";
   const std::string source = "workload identity (" + e.federated_token_file + ")";
-  auto fetch = [ask, url, source, file = e.federated_token_file,
-                client = e.client_id]() -> Result<BearerToken> {
+  auto form = [source, file = e.federated_token_file,
+               client = e.client_id]() -> Result<std::string> {
     Result<std::string> assertion = ReadSmallFile(*LocalStorage(), file, 64u << 10);
     if (!assertion.ok()) {
       return CredentialSourceError(kService, source, assertion.status().message());
@@ -46,19 +46,14 @@ Result<std::shared_ptr<BearerTokenSource>> WorkloadIdentity(const AzureEnvironme
     while (!assertion->empty() && (assertion->back() == '\n' || assertion->back() == '\r')) {
       assertion->pop_back();
     }
-    ServiceRequest request;
-    request.method = "POST";
-    request.url = url;
-    request.body = "grant_type=client_credentials&client_id=" + PercentEncode(client, false) +
-                   "&client_assertion_type=" +
-                   PercentEncode("urn:ietf:params:oauth:client-assertion-type:jwt-bearer", false) +
-                   "&client_assertion=" + PercentEncode(*assertion, false) +
-                   "&scope=" + PercentEncode(kScope, false);
-    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer,
-                           CheckedTokenAnswer(kService, source, url, ask(request)));
-    return ParseTokenAnswer(kService, source, answer.body);
+    return "grant_type=client_credentials&client_id=" + PercentEncode(client, false) +
+           "&client_assertion_type=" +
+           PercentEncode("urn:ietf:params:oauth:client-assertion-type:jwt-bearer", false) +
+           "&client_assertion=" + PercentEncode(*assertion, false) +
+           "&scope=" + PercentEncode(kScope, false);
   };
-  return std::make_shared<BearerTokenSource>(source, fetch);
+  return std::make_shared<BearerTokenSource>(
+      source, TokenExchange(kService, ask, source, url, std::move(form)));
 }
 
 // App Service's, Container Apps' and Functions' identity endpoint, which answers requests that

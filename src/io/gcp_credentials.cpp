@@ -34,20 +34,6 @@ Result<std::string> CheckedTokenUri(const std::string& path, const std::string& 
                                  "' is not https (nor http on loopback): no key is sent there");
 }
 
-BearerTokenSource::FetchFn Exchange(const GcpChainInput& input, const std::string& source,
-                                    const std::string& token_uri,
-                                    std::function<Result<std::string>()> body) {
-  return [ask = input.ask, source, token_uri, body = std::move(body)]() -> Result<BearerToken> {
-    ServiceRequest request;
-    request.method = "POST";
-    request.url = token_uri;
-    HOIST_ASSIGN_OR_RETURN(request.body, body());
-    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer,
-                           CheckedTokenAnswer("GCS", source, token_uri, ask(request)));
-    return ParseTokenAnswer("GCS", source, answer.body);
-  };
-}
-
 // A service account's key: each fetch signs a new JWT (RFC 7523) and exchanges it.
 Result<std::shared_ptr<BearerTokenSource>> ServiceAccount(const GcpChainInput& input,
                                                           const std::string& path,
@@ -80,8 +66,8 @@ Result<std::shared_ptr<BearerTokenSource>> ServiceAccount(const GcpChainInput& i
     return "grant_type=" + PercentEncode("urn:ietf:params:oauth:grant-type:jwt-bearer", false) +
            "&assertion=" + signed_part + "." + Base64Url(*signature);
   };
-  return std::make_shared<BearerTokenSource>(source,
-                                             Exchange(input, source, token_uri, std::move(body)));
+  return std::make_shared<BearerTokenSource>(
+      source, TokenExchange("GCS", input.ask, source, token_uri, std::move(body)));
 }
 
 // gcloud's user login: a refresh token exchanged for access tokens.
@@ -103,7 +89,8 @@ Result<std::shared_ptr<BearerTokenSource>> AuthorizedUser(const GcpChainInput& i
                            "&client_secret=" + PercentEncode(secret, false) +
                            "&refresh_token=" + PercentEncode(refresh, false);
   return std::make_shared<BearerTokenSource>(
-      source, Exchange(input, source, token_uri, [form]() -> Result<std::string> { return form; }));
+      source, TokenExchange("GCS", input.ask, source, token_uri,
+                            [form]() -> Result<std::string> { return form; }));
 }
 
 Result<std::shared_ptr<BearerTokenSource>> FromKeyFile(const GcpChainInput& input,

@@ -119,6 +119,21 @@ Result<BearerToken> ParseTokenAnswer(std::string_view service, const std::string
   return token;
 }
 
+BearerTokenSource::FetchFn TokenExchange(std::string_view service, AskServiceFn ask,
+                                         std::string source, std::string url,
+                                         std::function<Result<std::string>()> body) {
+  return [service = std::string(service), ask = std::move(ask), source = std::move(source),
+          url = std::move(url), body = std::move(body)]() -> Result<BearerToken> {
+    ServiceRequest request;
+    request.method = "POST";
+    request.url = url;
+    HOIST_ASSIGN_OR_RETURN(request.body, body());
+    HOIST_ASSIGN_OR_RETURN(const ServiceAnswer answer,
+                           CheckedTokenAnswer(service, source, url, ask(request)));
+    return ParseTokenAnswer(service, source, answer.body);
+  };
+}
+
 bool HasControlCharacter(std::string_view text) {
   for (const char c : text) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;

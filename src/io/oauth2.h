@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,12 @@ Result<ServiceAnswer> CheckedTokenAnswer(std::string_view service, const std::st
 // control character or its life is not from 1 s to a year.
 Result<BearerToken> ParseTokenAnswer(std::string_view service, const std::string& source,
                                      const std::string& body);
+
+// A fetch that POSTs the form `body` makes (asked at every fetch) to the token endpoint `url`
+// and reads its answer as ParseTokenAnswer does; a refusal as CheckedTokenAnswer says it.
+BearerTokenSource::FetchFn TokenExchange(std::string_view service, AskServiceFn ask,
+                                         std::string source, std::string url,
+                                         std::function<Result<std::string>()> body);
 
 // Whether `text` holds a byte below 0x20 or 0x7f: never sent in a header.
 bool HasControlCharacter(std::string_view text);

@@ -55,13 +55,19 @@ std::optional<std::string> IniValue(std::string_view text, std::string_view sect
 
 // An AWS file named by `variable`, else ~/.aws/`file`; "" when there is none or it cannot be
 // read (the SDKs pass over such a file too).
+// The AWS CLI's directory, ~/.aws (%USERPROFILE%\.aws on Windows); "" without a home.
+std::string AwsDirectory() {
+  std::string home = EnvironmentVariable("HOME");
+  if (home.empty()) home = EnvironmentVariable("USERPROFILE");
+  return home.empty() ? "" : home + "/.aws";
+}
+
 std::string AwsFile(const char* variable, const char* file) {
   std::string path = EnvironmentVariable(variable);
   if (path.empty()) {
-    std::string home = EnvironmentVariable("HOME");
-    if (home.empty()) home = EnvironmentVariable("USERPROFILE");
-    if (home.empty()) return "";
-    path = home + "/.aws/" + file;
+    const std::string dir = AwsDirectory();
+    if (dir.empty()) return "";
+    path = dir + "/" + file;
   }
   Result<std::string> text = ReadSmallFile(*LocalStorage(), path, 1u << 20);
   return text.ok() ? std::move(text).value() : std::string();
@@ -150,11 +156,8 @@ Result<S3Config> S3ConfigFromEnvironment() {
   chain.config_setting = [settings](const std::string& section, const char* key) {
     return IniValue(settings, section, key).value_or("");
   };
-  if (const std::string home = EnvironmentVariable("HOME"); !home.empty()) {
-    chain.sso_cache_dir = home + "/.aws/sso/cache";
-  } else if (const std::string profile = EnvironmentVariable("USERPROFILE"); !profile.empty()) {
-    chain.sso_cache_dir = profile + "/.aws/sso/cache";
-  }
+  if (const std::string dir = AwsDirectory(); !dir.empty())
+    chain.sso_cache_dir = dir + "/sso/cache";
   config.region = FirstOf({"AWS_REGION", "AWS_DEFAULT_REGION"});
   if (config.region.empty()) config.region = chain.setting("region");
   if (config.region.empty()) config.region = "us-east-1";
