@@ -382,6 +382,34 @@ void hoist_host_tensor_free(hoist_host_tensor* tensor);
 typedef void (*hoist_reuse_fn)(void* user);
 void hoist_set_host_memory_reuse_hook(hoist_reuse_fn settle, void* user);
 
+/* A model another process holds (`hoist serve`, docs/SERVE.md): attached in milliseconds,
+ * from memory that outlives its holder. */
+typedef struct hoist_attach_options {
+  uint32_t struct_size; /* set by hoist_attach_options_init */
+  const char* device;   /* NULL: the holder's devices; else one of them ("cuda:0") */
+  /* 0: a private copy, made within the device; nonzero: the holder's memory itself, mapped
+   * (one copy for every process), which the caller must not write. */
+  int share;
+  double timeout_s; /* for the holder's answer; 0: 10 s */
+} hoist_attach_options;
+
+void hoist_attach_options_init(hoist_attach_options* options);
+/* Attaches to the model held under `name` (or at a holder's socket path, one holding a '/'):
+ * *model describes its tensors (hoist_model_tensor: names, dtypes, shapes), *loaded holds them
+ * (hoist_loaded_tensor: device pointers; hoist_loaded_verify compares them with the model's
+ * files). Free *loaded before *model. What is attached stays valid when the holder exits.
+ * HOIST_NOT_FOUND: nothing is held under that name; HOIST_INVALID_ARGUMENT: the holder refused
+ * (another user's) or the device is not one it holds the model on; HOIST_IO_ERROR: the holder
+ * went away while it answered; HOIST_STALLED: no answer within the timeout. */
+hoist_status hoist_attach(const char* name, const hoist_attach_options* options,
+                          hoist_model** model, hoist_loaded** loaded);
+
+/* What this user's holders hold, as JSON: {"held": [{"name", "model" (its absolute path or
+ * URL), "socket", "pid", "uid", "devices", "bytes", "tensors"}, ...]} (a socket whose holder
+ * is gone has "stale": true); NULL on failure (hoist_last_error). Valid until the calling
+ * thread's next call of it. */
+const char* hoist_held_models_json(void);
+
 /* GPU loads keep their pinned staging memory (about 2 chunks per reader thread, 96 MiB by
  * default) for the next load in the process, which then starts without pinning any, and readers
  * keep the pinned slabs of freed host tensors. This unpins and frees both. Thread safe. */

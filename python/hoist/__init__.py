@@ -13,15 +13,16 @@ import importlib as _importlib
 # What the package offers is built in _engine (the only caller of the native extension) and
 # _stream; hoist.torch, hoist.gguf, hoist.safetensors and hoist.transformers are its submodules.
 from . import _engine
-from ._engine import (Model, TensorInfo, fill, hoist_device, load_file, open, placement,
-                      release_cached_memory, torch_dtype)
+from ._engine import (Model, TensorInfo, attach, fill, held_models, hoist_device, load_file, open,
+                      placement, release_cached_memory, torch_dtype)
 from ._errors import (CancelledError, DeviceError, HoistError, InvalidModelError,
                       ModelChangedError, NotFoundError, StalledError, TensorNotFoundError,
                       UnavailableError)
 from ._progress import ProgressBar
 from ._stream import iter_tensors
 
-__all__ = ["open", "load_file", "placement", "iter_tensors", "release_cached_memory", "Model",
+__all__ = ["open", "load_file", "attach", "held_models", "placement", "iter_tensors",
+           "release_cached_memory", "Model",
            "TensorInfo", "HoistError", "InvalidModelError", "StalledError", "DeviceError",
            "CancelledError", "NotFoundError", "TensorNotFoundError", "UnavailableError",
            "ModelChangedError",

@@ -6,6 +6,7 @@ allocate the destinations (torch or numpy) and hand their addresses to one nativ
 every load gets the engine's staging, deadlines and Ctrl-C. The option names, their spelling
 into native arguments and the device mapping are written here once.
 """
+import json as _json
 import math as _math
 import os as _os
 from typing import NamedTuple as _NamedTuple, Tuple as _Tuple
@@ -44,6 +45,26 @@ class TensorInfo(_NamedTuple):
     nbytes: int
     file: int               # index into Model.files order of the model's files
     offset: int             # absolute byte offset in that file
+
+
+def _is_quantized(format_name, dtype, block):
+    """Whether a tensor of `dtype` (whose block is (values, bytes)) loads as raw uint8 rows."""
+    if format_name == "gguf":
+        return block[0] != 1  # ggml's quantized types pack many values a block
+    return dtype not in _TORCH_DTYPES
+
+
+def _load_shape(format_name, dtype, shape, nbytes, block):
+    """The shape a tensor loads with: its own, or [rows, bytes_per_row] for a block format."""
+    if dtype == "F4" and format_name == "safetensors" and shape:
+        # Two F4 values per byte: torch's float4_e2m1fn_x2 has half the last dimension.
+        return shape[:-1] + (shape[-1] // 2,)
+    if not _is_quantized(format_name, dtype, block):
+        return shape
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    return (rows, nbytes // rows if rows else 0)
 
 
 class Model:
@@ -92,23 +113,14 @@ class Model:
 
     def is_quantized(self, name):
         """Whether the tensor's dtype is a block format (loaded as raw uint8 rows)."""
-        if self.format == "gguf":
-            return self.block(name)[0] != 1  # ggml's quantized types pack many values a block
-        return self.tensors[name].dtype not in _TORCH_DTYPES
+        return _is_quantized(self.format, self.tensors[name].dtype, self.block(name))
 
     def load_shape(self, name):
         """The shape the tensor is loaded with: its own, or [rows, bytes_per_row] for a block
         format."""
         info = self.tensors[name]
-        if info.dtype == "F4" and self.format == "safetensors" and info.shape:
-            # Two F4 values per byte: torch's float4_e2m1fn_x2 has half the last dimension.
-            return info.shape[:-1] + (info.shape[-1] // 2,)
-        if not self.is_quantized(name):
-            return info.shape
-        rows = 1
-        for d in info.shape[:-1]:
-            rows *= d
-        return (rows, info.nbytes // rows if rows else 0)
+        return _load_shape(self.format, info.dtype, tuple(info.shape), info.nbytes,
+                           self.block(name))
 
     # The native calls the other modules need; this module is the only caller of _native.
     def _load_regions(self, regions, device):
@@ -633,6 +645,62 @@ def placement(path, devices, split="layer", tensor_split=None, split_plan=None):
         return out
     device_of = _place(model, ",".join(names), split, tensor_split, _plan_path(split_plan))
     return {name: devices[device_of[i]] for i, name in enumerate(model.tensors)}
+
+
+def attach(name, device=None, share=False, timeout=10.0):
+    """The tensors of a model `hoist serve` holds: {name: tensor} on the holder's device(s),
+    bit-equal to a load of its file, in milliseconds. name: the name it is held under (hoist
+    serve --list), or its holder's socket path. By default each process gets a private copy,
+    made within the device from the held memory; share=True gives the held memory itself (one
+    copy for every process attached), which must not be written. device: one of the holder's
+    devices (default all). What is attached stays valid after the holder exits; its memory goes
+    with the last tensor. Block-quantized GGUF tensors come back as their bytes (uint8)."""
+    return attach_with_dtypes(name, device, share, timeout)[0]
+
+
+def attach_with_dtypes(name, device=None, share=False, timeout=10.0):
+    """attach's tensors, and {name: the format's dtype ("BF16")} of each."""
+    if not isinstance(name, str) or not name:
+        raise TypeError("name must be the name a model is held under, or its socket path")
+    hoist_name = "" if device is None else hoist_device(device)[0]
+    attached = _native.Attached(name, hoist_name, bool(share), float(timeout))
+    device_names = _json.loads(attached.report).get("device", "").split(", ")
+    torch_devices = [_torch_device_of(n) for n in device_names]
+    torch = _torch()
+    out, dtypes = {}, {}
+    for (tensor, dtype, shape, nbytes, address, index), block in zip(attached.tensors(),
+                                                                     attached.blocks()):
+        where = torch_devices[index] if 0 <= index < len(torch_devices) else torch_devices[0]
+        flat = _held_tensor(attached, address, nbytes, where)
+        shape = _load_shape(attached.format, dtype, tuple(shape), nbytes, block)
+        quantized = _is_quantized(attached.format, dtype, block)
+        out[tensor] = _typed(flat, None if quantized else dtype, shape, torch)
+        dtypes[tensor] = dtype
+    return out, dtypes
+
+
+def held_models():
+    """What this user's holders (hoist serve) hold: [{"name", "model" (absolute path or URL),
+    "socket", "pid", "devices", "bytes", "tensors"}] (a holder gone: "stale": True)."""
+    return _json.loads(_native.held_models())["held"]
+
+
+def _torch_device_of(hoist_name):
+    """The torch device (or "cpu" without torch) of a device hoist names."""
+    torch = _torch()
+    if hoist_name.split(":")[0] in ("cuda", "hip", "gpu") and torch is not None:
+        return torch.device("cuda", int(hoist_name.split(":")[1]))
+    return torch.device("cpu") if torch is not None else "cpu"
+
+
+def _typed(flat, dtype, shape, torch):
+    """A uint8 tensor (or numpy array) of a tensor's bytes viewed as `dtype` (None: as bytes)
+    in `shape`."""
+    if dtype is None or dtype not in _DTYPES:
+        return flat.reshape(shape)
+    if torch is None:
+        return flat.view(_NUMPY_DTYPES[dtype]).reshape(shape)
+    return flat.view(getattr(torch, _TORCH_DTYPES[dtype])).reshape(shape)
 
 
 def release_cached_memory():

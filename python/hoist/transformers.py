@@ -29,13 +29,16 @@ import inspect
 import threading
 import warnings
 
+import os
+
+from ._engine import attach_with_dtypes, held_models
 from ._engine import open as open_model
 from ._errors import HoistError
 from ._stream import iter_tensors
 
 __all__ = ["enable", "disable", "enabled"]
 
-_state = {"original": None, "quiet": False}
+_state = {"original": None, "quiet": False, "share": False}
 
 
 def enabled():
@@ -43,9 +46,12 @@ def enabled():
     return _state["original"] is not None
 
 
-def enable():
-    """Makes from_pretrained stream safetensors checkpoints through hoist where it applies.
-    Idempotent; raises ImportError without transformers."""
+def enable(share=False):
+    """Makes from_pretrained stream safetensors checkpoints through hoist where it applies,
+    and take a checkpoint that `hoist serve` holds from its holder (each parameter a private copy
+    made on the device; share=True: the held memory itself, for a model whose parameters are
+    never changed in place). Idempotent; raises ImportError without transformers."""
+    _state["share"] = bool(share)
     _enable(quiet=False)
 
 
@@ -72,8 +78,12 @@ def _enable(quiet, modeling_utils=None):
                 warnings.warn(f"hoist.transformers: {reason}; transformers loads it itself",
                               stacklevel=2)
             return function(*args, **kwargs)
-        stream = _CheckpointStream(bound.arguments["checkpoint_files"],
-                                   lambda key: device_of(device_map, key))
+        held = _held_checkpoint(bound.arguments["checkpoint_files"])
+        if held is not None:
+            stream = _AttachedCheckpoint(held["socket"], _state["share"])
+        else:
+            stream = _CheckpointStream(bound.arguments["checkpoint_files"],
+                                       lambda key: device_of(device_map, key))
         bound.arguments["state_dict"] = stream.lazy_state_dict()
         try:
             return function(*bound.args, **bound.kwargs)
@@ -226,6 +236,49 @@ class _Pending:
         if index is Ellipsis or index == () or (isinstance(index, slice) and index == slice(None)):
             return tensor
         return tensor[index]
+
+
+def _held_checkpoint(files):
+    """The holder (hoist serve) of the checkpoint these files are, or None: one that holds
+    their folder, their index or the one file."""
+    files = [os.path.abspath(str(f)) for f in files]
+    folder = os.path.dirname(files[0])
+    try:
+        held = held_models()
+    except HoistError:  # no directory of holders here: nothing is held
+        return None
+    for holder in held:
+        model = holder.get("model", "")
+        if holder.get("stale") or not model:
+            continue
+        if model in (folder, *files) or (model.endswith(".json") and
+                                          os.path.dirname(model) == folder):
+            return holder
+    return None
+
+
+class _AttachedCheckpoint:
+    """Every tensor of a checkpoint that a holder holds, attached at once (hoist.attach) and
+    handed to transformers as _CheckpointStream's are."""
+
+    def __init__(self, socket, share):
+        self._tensors, self._dtypes = attach_with_dtypes(socket, share=share)
+        self._lock = threading.Lock()
+
+    def lazy_state_dict(self):
+        return {name: _Pending(self, name, self._dtypes[name], tuple(tensor.shape))
+                for name, tensor in self._tensors.items()}
+
+    def take(self, name):
+        with self._lock:
+            if name not in self._tensors:
+                raise HoistError(f"hoist.transformers: tensor '{name}' was asked for twice or "
+                                 f"is not held", "invalid argument")
+            return self._tensors.pop(name)  # handed over: a cast must not keep it alive
+
+    def close(self):
+        with self._lock:
+            self._tensors.clear()
 
 
 class _CheckpointStream:

@@ -726,6 +726,77 @@ class Model {
   std::shared_ptr<hoist_model> model_;
 };
 
+// A model attached from its holder (hoist_attach): the tensors' addresses, valid until close()
+// or until this object goes; Python's tensors over them hold it.
+class Attached {
+ public:
+  Attached(const std::string& name, const std::string& device, bool share, double timeout_s) {
+    hoist_attach_options options;
+    hoist_attach_options_init(&options);
+    options.device = device.empty() ? nullptr : device.c_str();
+    options.share = share ? 1 : 0;
+    options.timeout_s = timeout_s;
+    hoist_model* model = nullptr;
+    hoist_loaded* loaded = nullptr;
+    hoist_status status = HOIST_OK;
+    {
+      py::gil_scoped_release released;
+      status = hoist_attach(name.c_str(), &options, &model, &loaded);
+    }
+    if (status != HOIST_OK) Raise(status);
+    model_.reset(model);
+    loaded_.reset(loaded);
+  }
+
+  // (name, dtype, shape, nbytes, address, device index) of every tensor, in the holder's order.
+  std::vector<std::tuple<py::str, std::string, std::vector<uint64_t>, uint64_t, uintptr_t, int>>
+  tensors() const {
+    Check();
+    std::vector<std::tuple<py::str, std::string, std::vector<uint64_t>, uint64_t, uintptr_t, int>>
+        out;
+    for (size_t i = 0; i < hoist_model_tensor_count(model_.get()); ++i) {
+      hoist_tensor_info t{};
+      if (hoist_model_tensor(model_.get(), i, &t) != HOIST_OK) Raise(HOIST_ERROR);
+      out.emplace_back(NameToPython(t.name), t.dtype,
+                       std::vector<uint64_t>(t.shape, t.shape + t.ndim), t.nbytes,
+                       reinterpret_cast<uintptr_t>(hoist_loaded_tensor(loaded_.get(), i)),
+                       hoist_loaded_tensor_device(loaded_.get(), i));
+    }
+    return out;
+  }
+  std::string report() const {
+    Check();
+    return hoist_loaded_report_json(loaded_.get());
+  }
+  std::string format() const {
+    Check();
+    return hoist_model_format(model_.get());
+  }
+  // Per tensor: (values, bytes) of its dtype's block; (0, 0) where hoist has no geometry.
+  std::vector<std::pair<uint32_t, uint32_t>> blocks() const {
+    Check();
+    const size_t n = hoist_model_tensor_count(model_.get());
+    std::vector<std::pair<uint32_t, uint32_t>> out(n, {0, 0});
+    for (size_t i = 0; i < n; ++i) {
+      if (hoist_model_tensor_block(model_.get(), i, &out[i].first, &out[i].second) != HOIST_OK) {
+        out[i] = {0, 0};
+      }
+    }
+    return out;
+  }
+  void close() {
+    loaded_.reset();
+    model_.reset();
+  }
+
+ private:
+  void Check() const {
+    if (!loaded_) throw py::value_error("the attached model was closed");
+  }
+  std::unique_ptr<hoist_model, ModelDeleter> model_;
+  std::unique_ptr<hoist_loaded, LoadedDeleter> loaded_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -781,6 +852,14 @@ PYBIND11_MODULE(_native, m) {
   py::class_<Loaded>(m, "Loaded")
       .def("parts", &Loaded::parts)
       .def_property_readonly("report", &Loaded::report);
+  py::class_<Attached>(m, "Attached")
+      .def(py::init<const std::string&, const std::string&, bool, double>(), py::arg("name"),
+           py::arg("device"), py::arg("share"), py::arg("timeout_s"))
+      .def("tensors", &Attached::tensors)
+      .def_property_readonly("report", &Attached::report)
+      .def_property_readonly("format", &Attached::format)
+      .def("blocks", &Attached::blocks)
+      .def("close", &Attached::close);
   py::class_<Stream>(m, "Stream")
       .def("provide", &Stream::Provide, py::arg("destinations"))
       .def("next", &Stream::Next)
@@ -821,6 +900,18 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "is_remote", [](const std::string& name) { return hoist_name_is_remote(name.c_str()) != 0; },
       "whether hoist reads the model a name names from elsewhere than the local file system");
+  m.def(
+      "held_models",
+      [] {
+        const char* text = nullptr;
+        {
+          py::gil_scoped_release released;
+          text = hoist_held_models_json();
+        }
+        if (text == nullptr) Raise(HOIST_ERROR);
+        return std::string(text);
+      },
+      "JSON of what this user's holders (hoist serve) hold");
   m.def(
       "release_cached_memory", [] { hoist_release_cached_memory(); },
       "unpin and free the staging memory GPU loads keep for the next load");

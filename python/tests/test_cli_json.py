@@ -74,6 +74,25 @@ class CliJsonTest(unittest.TestCase):
     def test_doctor(self):
         self.valid(self.run_json("doctor", self.model, "--device", "sim", "--json"), "doctor")
 
+    def test_serve_and_attach(self):
+        runtime = os.path.join(self.tmp.name, "run")
+        os.makedirs(runtime, mode=0o700, exist_ok=True)
+        env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+        holder = subprocess.Popen([HOIST_CLI, "serve", self.model, "--device", "host", "--name",
+                                   "m", "--json"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, env=env)
+        try:
+            self.valid(json.loads(holder.stdout.readline()), "serve")
+            for args in (["serve", "--list", "--json"], ["attach", "m", "--verify", "--json"]):
+                done = subprocess.run([HOIST_CLI, *args], capture_output=True, text=True,
+                                      env=env, check=False)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.valid(json.loads(done.stdout), "serve")
+        finally:
+            holder.terminate()
+            holder.wait()
+            holder.stdout.close()
+
     def test_a_document_that_breaks_the_style_fails(self):
         document = self.run_json("doctor", "--device", "sim", "--json")
         document["ceilings"]["host-to-device, pinned 64 MiB copies"] = 1.0  # a display key

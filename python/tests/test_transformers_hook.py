@@ -191,6 +191,43 @@ class TransformersHookTest(unittest.TestCase):
         self.assertEqual(set(self.modeling_utils.PreTrainedModel.calls[-1].values()), {"_Pending"})
         self.assertTrue(all(torch.equal(out[k], t) for k, t in self.tensors.items()))
 
+    def test_a_checkpoint_hoist_serve_holds_is_attached_from_its_holder(self):
+        import signal
+        import subprocess
+        runtime = os.path.join(self.tmp.name, "run")
+        os.mkdir(runtime, 0o700)
+        saved = os.environ.get("XDG_RUNTIME_DIR")
+        os.environ["XDG_RUNTIME_DIR"] = runtime
+        self.addCleanup(lambda: os.environ.pop("XDG_RUNTIME_DIR") if saved is None else
+                        os.environ.__setitem__("XDG_RUNTIME_DIR", saved))
+        shards = os.path.join(self.tmp.name, "shards")
+        os.mkdir(shards)
+        for f in self.files:
+            os.rename(f, os.path.join(shards, os.path.basename(f)))
+        self.files = [os.path.join(shards, os.path.basename(f)) for f in self.files]
+        holder = subprocess.Popen([os.environ.get("HOIST_CLI", "hoist"), "serve", shards,
+                                   "--device", "host", "--json"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(holder.stdout.close)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        self.assertIn('"ready":true', holder.stdout.readline())
+
+        def refuse(*args):
+            raise AssertionError("the checkpoint was streamed from its files, not attached")
+        self.hook._CheckpointStream, streamed = refuse, self.hook._CheckpointStream
+        self.addCleanup(setattr, self.hook, "_CheckpointStream", streamed)
+        self.hook.enable()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = self.load(Config(device_map={"": "cpu"}))
+        holder.send_signal(signal.SIGTERM)  # what was attached stays
+        self.assertEqual(holder.wait(10), 0)
+        self.assertEqual(set(out), set(self.tensors))
+        for k, t in self.tensors.items():
+            self.assertEqual(out[k].dtype, t.dtype, k)
+            self.assertTrue(torch.equal(out[k], t), k)
+
     def test_patch_enables_it_quietly_when_transformers_is_imported(self):
         import hoist.safetensors
         del sys.modules["transformers.modeling_utils"]  # as if not imported yet

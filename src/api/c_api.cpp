@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/held_model.h"
 #include "api/host_reader.h"
 #include "api/request.h"
 #include "base/build_info.h"
@@ -743,6 +744,61 @@ const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
 }
 
 void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
+
+const char* hoist_held_models_json(void) {
+  thread_local std::string text;
+  const hoist_status status = Guarded([&] {
+    auto held = hoist::ListHeld(2.0);
+    if (!held.ok()) return Fail(held.status());
+    nlohmann::ordered_json j = {{"held", nlohmann::ordered_json::array()}};
+    for (const hoist::HeldSummary& s : *held) j["held"].push_back(hoist::SummaryToJson(s));
+    text = hoist::DumpJson(j);
+    return HOIST_OK;
+  });
+  return status == HOIST_OK ? text.c_str() : nullptr;
+}
+
+void hoist_attach_options_init(hoist_attach_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+}
+
+hoist_status hoist_attach(const char* name, const hoist_attach_options* options,
+                          hoist_model** model, hoist_loaded** loaded) {
+  if (name == nullptr || model == nullptr || loaded == nullptr) {
+    return Invalid("name, model and loaded must not be NULL");
+  }
+  *model = nullptr;
+  *loaded = nullptr;
+  hoist_attach_options defaults;
+  hoist_attach_options_init(&defaults);
+  if (options == nullptr) options = &defaults;
+  if (options->struct_size < sizeof *options) {
+    return Invalid("hoist_attach_options.struct_size is too small: call hoist_attach_options_init");
+  }
+  if (!(options->timeout_s >= 0 && options->timeout_s <= hoist::kMaxStallTimeoutSeconds)) {
+    return Invalid("timeout_s must be from 0 to " + std::to_string(hoist::kMaxStallTimeoutSeconds) +
+                   " seconds");
+  }
+  return Guarded([&] {
+    hoist::AttachRequest request{name, options->device != nullptr ? options->device : "",
+                                 options->share != 0,
+                                 options->timeout_s > 0 ? options->timeout_s : 10};
+    auto attached = hoist::Attach(request);
+    if (!attached.ok()) return Fail(attached.status());
+    auto held = std::make_unique<hoist_model>();
+    held->dir = std::move(attached->dir);
+    held->metadata_json = "{}";
+    hoist::CompletedLoad load(held->dir, std::move(attached->model), attached->plan, nullptr,
+                              attached->verifiable);
+    auto result = std::make_unique<hoist_loaded>(std::move(load));
+    result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded.model().report));
+    *model = held.release();
+    *loaded = result.release();
+    return HOIST_OK;
+  });
+}
 
 void hoist_reader_options_init(hoist_reader_options* options) {
   if (options == nullptr) return;

@@ -85,6 +85,15 @@ Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenRequestDevices(const Loa
   if (request.parts_on_one_device && devices.size() != 1) {
     return Status::InvalidArgument("a load of regions goes to one device");
   }
+  if (request.shareable_memory) {
+    for (const auto& device : devices) {
+      if (!device->capabilities().shares_memory) {
+        return Status::Unavailable(device->name() +
+                                   " cannot share its memory with other processes here");
+      }
+      device->set_shareable_allocations(true);
+    }
+  }
   return devices;
 }
 

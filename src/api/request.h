@@ -60,6 +60,9 @@ struct LoadRequest {
   bool parts_on_one_device = false;  // the C API's regions: one device, the caller's memory
   LoadOptions options;               // settings, names, callbacks
   OptionSpelling spelling;
+  // What the load allocates, other processes can map (a model held for them: held_model.h);
+  // a device that cannot share is kUnavailable.
+  bool shareable_memory = false;
 };
 
 // Every rule of which options go together that needs nothing opened: OK, or kInvalidArgument

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/platform.h"
+#include "io/local_socket.h"
 
 namespace hoist {
 namespace {
@@ -56,6 +57,14 @@ Status ReadOnOff(const char* name, bool& on) {
   return Status::Ok();
 }
 
+std::string HeldModelsDirectory() {
+  const std::string runtime = EnvironmentVariable("XDG_RUNTIME_DIR");
+  if (!runtime.empty()) return runtime + "/hoist";
+  std::string temp = EnvironmentVariable("TMPDIR");
+  if (temp.empty()) temp = "/tmp";
+  return temp + "/hoist-" + std::to_string(CurrentUserId());
+}
+
 }  // namespace
 
 Result<Settings> ProcessSettings() {
@@ -64,6 +73,7 @@ Result<Settings> ProcessSettings() {
   HOIST_RETURN_IF_ERROR(ReadMib("HOIST_PINNED_MIB", s.pinned_limit_bytes));
   HOIST_RETURN_IF_ERROR(ReadPin(s.pin));
   HOIST_RETURN_IF_ERROR(ReadOnOff("HOIST_GATHER", s.gather_cached_rows));
+  s.held_models_directory = HeldModelsDirectory();
   return s;
 }
 

@@ -27,6 +27,9 @@ struct Settings {
   // the SIGBUS guard's handler, for a process whose own runtime must own SIGBUS; whole rows are
   // read instead).
   bool gather_cached_rows = true;
+  // Where models held for other processes listen (hoist serve): $XDG_RUNTIME_DIR/hoist, else
+  // hoist-UID in TMPDIR (else /tmp).
+  std::string held_models_directory;
 };
 
 // The settings as the environment gives them now (read at each call: a reader opened after a

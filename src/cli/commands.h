@@ -17,5 +17,7 @@ Runner RegisterVerify(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
 Runner RegisterDoctor(CLI::App& app);
 Runner RegisterPack(CLI::App& app);
+Runner RegisterServe(CLI::App& app);
+Runner RegisterAttach(CLI::App& app);
 
 }  // namespace hoist::cli

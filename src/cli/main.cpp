@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   runners["bench"] = hoist::cli::RegisterBench(app);
   runners["doctor"] = hoist::cli::RegisterDoctor(app);
   runners["pack"] = hoist::cli::RegisterPack(app);
+  runners["serve"] = hoist::cli::RegisterServe(app);
+  runners["attach"] = hoist::cli::RegisterAttach(app);
   std::vector<std::string> args = hoist::CommandLineArguments(argc, argv);
   args.erase(args.begin());
   try {

@@ -26,11 +26,45 @@ CheckedDevice::~CheckedDevice() {
 }
 
 Result<void*> CheckedDevice::AllocateDevice(uint64_t bytes) {
+  if (shareable_allocations_) return AllocateShareable(bytes);
   if (bytes == 0) bytes = 1;
   HOIST_ASSIGN_OR_RETURN(void* ptr, backend_->AllocateDevice(bytes));
   std::lock_guard<std::mutex> lock(mutex_);
   device_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
   return ptr;
+}
+
+Result<void*> CheckedDevice::AllocateShareable(uint64_t bytes) {
+  if (bytes == 0) bytes = 1;
+  HOIST_ASSIGN_OR_RETURN(void* ptr, backend_->AllocateShareable(bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+  return ptr;
+}
+
+Result<ExportedMemory> CheckedDevice::ExportShareable(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device_.count(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+      return Status::Internal(name_ + ": export of device memory that was not allocated here");
+    }
+  }
+  return backend_->ExportShareable(ptr);
+}
+
+Result<void*> CheckedDevice::ImportShareable(int fd, uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument(name_ + ": import of 0 bytes");
+  HOIST_ASSIGN_OR_RETURN(void* ptr, backend_->ImportShareable(fd, bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  device_[reinterpret_cast<uintptr_t>(ptr)] = bytes;
+  return ptr;
+}
+
+Status CheckedDevice::CopyWithinDevice(void* dst, const void* src, uint64_t n) {
+  if (n == 0) return Status::Ok();
+  HOIST_RETURN_IF_ERROR(CheckRange(dst, n, "copy within the device to"));
+  HOIST_RETURN_IF_ERROR(CheckRange(src, n, "copy within the device from"));
+  return backend_->CopyWithinDevice(dst, src, n);
 }
 
 Status CheckedDevice::FreeDevice(void* ptr) {

@@ -79,6 +79,16 @@ class CheckedDevice final : public Device {
   Status CopyToHost(void* dst, const void* src, uint64_t n, bool external);
   bool Abandon() override;
 
+  // Tracked as AllocateDevice's memory is (ranges checked, freed with the device).
+  Result<void*> AllocateShareable(uint64_t bytes) override;
+  Result<ExportedMemory> ExportShareable(void* ptr) override;
+  Result<void*> ImportShareable(int fd, uint64_t bytes) override;
+  // src and dst must each lie inside an allocation of this device.
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override;
+  // When set, AllocateDevice allocates shareable memory: what a load allocates can then be
+  // exported (a model held for other processes). Set before the device is shared.
+  void set_shareable_allocations(bool value) { shareable_allocations_ = value; }
+
   // Live allocations made through this object: device and pinned.
   size_t live_device_allocations() const;
   size_t live_pinned_allocations() const;
@@ -105,6 +115,7 @@ class CheckedDevice final : public Device {
   std::map<uintptr_t, uint64_t> pinned_;
   uint64_t pinned_bytes_ = 0;
   bool free_on_destroy_ = true;
+  bool shareable_allocations_ = false;
 };
 
 }  // namespace hoist

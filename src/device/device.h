@@ -55,6 +55,8 @@ struct DeviceCapabilities {
   // DecodeExponentsAsync works: a packed model's coded tensors are copied as stored and
   // decoded on the device (pipeline/device_decode.h).
   bool decodes_exponents = false;
+  // AllocateShareable, ExportShareable and ImportShareable work.
+  bool shares_memory = false;
 };
 
 struct DeviceInfo {
@@ -64,6 +66,12 @@ struct DeviceInfo {
   uint64_t total_memory = 0;  // bytes; 0 when unknown
   uint64_t free_memory = 0;   // bytes; 0 when unknown
   DeviceCapabilities capabilities;
+};
+
+// Memory exported for another process: a descriptor and the bytes behind it.
+struct ExportedMemory {
+  int fd = -1;
+  uint64_t bytes = 0;
 };
 
 // A host-to-device copy in flight.
@@ -121,6 +129,20 @@ class Device {
   virtual Result<std::unique_ptr<CopyHandle>> DecodeExponentsAsync(const GpuExponentTensor& t);
   // Copies device memory to host memory and waits for it (used by verify).
   virtual Status CopyToHost(void* dst, const void* src, uint64_t n) = 0;
+
+  // Memory other processes of this machine can map (hoist serve, api/held_model.h): allocated
+  // as AllocateDevice allocates, freed by FreeDevice; its physical memory lives while any
+  // process maps it or holds a descriptor of it. kUnavailable where the backend cannot share
+  // (capabilities' shares_memory).
+  virtual Result<void*> AllocateShareable(uint64_t bytes);
+  // A new file descriptor for the shareable allocation at ptr (the caller's to close) and the
+  // allocation's size as the importer maps it (the backend may have rounded it up).
+  virtual Result<ExportedMemory> ExportShareable(void* ptr);
+  // Maps `bytes` of memory another process exported as fd into this device's address space
+  // (read-only where the backend can say so); freed by FreeDevice. fd stays the caller's.
+  virtual Result<void*> ImportShareable(int fd, uint64_t bytes);
+  // Copies n bytes of this device's memory from src to dst and waits for it.
+  virtual Status CopyWithinDevice(void* dst, const void* src, uint64_t n);
 
   // Stops copies in flight. Returns true when no copy can touch memory any more, so freeing
   // it is safe; false when the device cannot promise that (a GPU whose engine hung).

@@ -243,6 +243,22 @@ Result<std::unique_ptr<CopyHandle>> Device::DecodeExponentsAsync(const GpuExpone
   return Status::Unavailable(Info().name + " has no decoder of packed tensors");
 }
 
+Result<void*> Device::AllocateShareable(uint64_t /*bytes*/) {
+  return Status::Unavailable(Info().name + " cannot share its memory with other processes");
+}
+
+Result<ExportedMemory> Device::ExportShareable(void* /*ptr*/) {
+  return Status::Unavailable(Info().name + " cannot share its memory with other processes");
+}
+
+Result<void*> Device::ImportShareable(int /*fd*/, uint64_t /*bytes*/) {
+  return Status::Unavailable(Info().name + " cannot map memory of other processes");
+}
+
+Status Device::CopyWithinDevice(void* /*dst*/, const void* /*src*/, uint64_t /*n*/) {
+  return Status::Unavailable(Info().name + " has no copy within its memory");
+}
+
 const char* DeviceKindName(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::kHost:

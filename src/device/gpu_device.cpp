@@ -8,6 +8,7 @@
 
 #include "base/platform.h"
 #include "device/device.h"
+#include "device/gpu_shared_memory.h"
 #include "device/gpu_vendor.h"
 #include "device/host_memory.h"
 #if defined(HOIST_GPU_KERNELS)
@@ -138,6 +139,8 @@ class GpuDevice final : public Device {
   }
   Status FreeDevice(void* ptr) override {
     HOIST_RETURN_IF_ERROR(Bind());
+    HOIST_ASSIGN_OR_RETURN(const bool shared, FreeSharedGpuMemory(ptr, name_));
+    if (shared) return Status::Ok();
     gpuError_t err = gpuFree(ptr);
     return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "free");
   }
@@ -231,6 +234,21 @@ class GpuDevice final : public Device {
     return CompletionOf(decode_stream_);
   }
 #endif
+
+  Result<void*> AllocateShareable(uint64_t bytes) override {
+    return AllocateSharedGpuMemory(ordinal_, bytes, name_);
+  }
+  Result<ExportedMemory> ExportShareable(void* ptr) override {
+    return ExportSharedGpuMemory(ptr, name_);
+  }
+  Result<void*> ImportShareable(int fd, uint64_t bytes) override {
+    return ImportSharedGpuMemory(ordinal_, fd, bytes, name_);
+  }
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(Bind());
+    gpuError_t err = gpuMemcpyD2D(dst, src, n);
+    return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "copy within the device");
+  }
 
   Status CopyToHost(void* dst, const void* src, uint64_t n) override {
     HOIST_RETURN_IF_ERROR(Bind());
@@ -334,6 +352,7 @@ DeviceInfo DescribeGpu(int ordinal) {
 #if defined(HOIST_GPU_KERNELS)
   caps.decodes_exponents = true;
 #endif
+  caps.shares_memory = GpuCanShareMemory(ordinal);
   int count = 0;
   if (gpuGetDeviceCount(&count) == gpuSuccess) {
     for (int other = 0; other < count; ++other) {

@@ -33,6 +33,7 @@ inline constexpr const char* kGpuDriverLibrary = "libamdhip64.so";
 #define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
   hipMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, hipMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
+#define gpuMemcpyD2D(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToDevice)
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
@@ -74,6 +75,7 @@ inline constexpr const char* kGpuDriverLibrary = "libcuda.so.1";
 #define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
   cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
+#define gpuMemcpyD2D(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice)
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess

@@ -18,6 +18,7 @@ DeviceInfo HostDeviceInfo(int workers) {
   info.capabilities.async_copies = true;
   info.capabilities.can_abandon = true;
   info.capabilities.memory_is_host = true;
+  info.capabilities.shares_memory = HostMemoryCanBeShared();
   return info;
 }
 
@@ -75,6 +76,18 @@ class HostDevice final : public Device {
   bool Abandon() override {
     engine_.Abandon();
     return true;
+  }
+
+  Result<void*> AllocateShareable(uint64_t bytes) override {
+    return AllocateSharedHostMemory(bytes, "host");
+  }
+  Result<ExportedMemory> ExportShareable(void* ptr) override { return ExportSharedHostMemory(ptr); }
+  Result<void*> ImportShareable(int fd, uint64_t bytes) override {
+    return MapSharedHostMemory(fd, bytes, "host");
+  }
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override {
+    std::memcpy(dst, src, n);
+    return Status::Ok();
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "device/device.h"
 
 namespace hoist {
 
@@ -15,7 +16,21 @@ Result<void*> AllocateHostMemory(uint64_t bytes, const char* who);
 // lock it (faster than the runtime's pinned allocation: docs/PERFORMANCE.md, "Why the
 // defaults"). Free with FreeHostMemory.
 Result<void*> AllocatePopulatedHostMemory(uint64_t bytes, const char* who);
+// Frees what any function here allocated or mapped.
 void FreeHostMemory(void* ptr);
+
+// Whether AllocateSharedHostMemory works here.
+bool HostMemoryCanBeShared();
+// Host memory another process of this machine can map (hoist serve): an anonymous file
+// (Linux's memfd) mapped shared, read and written here. Its pages live while any process maps
+// it or holds a descriptor of it. kUnavailable where the platform has none.
+Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who);
+// A new descriptor of the file behind shared memory at ptr (from AllocateSharedHostMemory),
+// the caller's to close.
+Result<ExportedMemory> ExportSharedHostMemory(void* ptr);
+// Maps `bytes` of the shared memory behind descriptor fd, read-only; fd stays the caller's. A
+// file shorter than `bytes` is kInvalidArgument (its pages would fault past the end).
+Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who);
 uint64_t PhysicalMemoryBytes();
 uint64_t AvailableMemoryBytes();
 

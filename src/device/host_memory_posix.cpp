@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +17,15 @@ std::mutex g_mutex;
 std::unordered_map<void*, uint64_t>& Sizes() {
   static auto* sizes = new std::unordered_map<void*, uint64_t>();
   return *sizes;
+}
+// The descriptor of each shared allocation (AllocateSharedHostMemory), closed when it is freed.
+std::unordered_map<void*, int>& SharedFiles() {
+  static auto* files = new std::unordered_map<void*, int>();
+  return *files;
+}
+
+Status SharedMemoryError(const char* who, const std::string& what) {
+  return Status::DeviceError(std::string(who) + ": " + what + ": " + std::strerror(errno));
 }
 }  // namespace
 
@@ -43,14 +54,87 @@ Result<void*> AllocatePopulatedHostMemory(uint64_t bytes, const char* who) {
 
 void FreeHostMemory(void* ptr) {
   uint64_t bytes = 0;
+  int fd = -1;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = Sizes().find(ptr);
     if (it == Sizes().end()) return;
     bytes = it->second;
     Sizes().erase(it);
+    auto file = SharedFiles().find(ptr);
+    if (file != SharedFiles().end()) {
+      fd = file->second;
+      SharedFiles().erase(file);
+    }
   }
   ::munmap(ptr, bytes);
+  if (fd >= 0) ::close(fd);
+}
+
+bool HostMemoryCanBeShared() {
+#if defined(__linux__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who) {
+#if defined(__linux__)
+  const int fd = ::memfd_create("hoist-held-model", MFD_CLOEXEC);
+  if (fd < 0) return SharedMemoryError(who, "cannot create shared memory");
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    Status failed =
+        SharedMemoryError(who, "cannot size shared memory to " + std::to_string(bytes) + " bytes");
+    ::close(fd);
+    return failed;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    Status failed =
+        SharedMemoryError(who, "cannot map " + std::to_string(bytes) + " bytes of shared memory");
+    ::close(fd);
+    return failed;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Sizes()[p] = bytes;
+  SharedFiles()[p] = fd;
+  return p;
+#else
+  (void)bytes;
+  return Status::Unavailable(std::string(who) +
+                             ": memory shared with other processes needs Linux (memfd)");
+#endif
+}
+
+Result<ExportedMemory> ExportSharedHostMemory(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = SharedFiles().find(ptr);
+  if (it == SharedFiles().end()) {
+    return Status::Internal("export of host memory that was not allocated shared");
+  }
+  const int fd = ::fcntl(it->second, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return SharedMemoryError("host", "cannot duplicate a shared memory descriptor");
+  return ExportedMemory{fd, Sizes()[ptr]};
+}
+
+Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return SharedMemoryError(who, "cannot read shared memory's size");
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) < bytes) {
+    return Status::InvalidArgument(std::string(who) + ": shared memory of " +
+                                   std::to_string(st.st_size) + " bytes is said to hold " +
+                                   std::to_string(bytes));
+  }
+  if (bytes == 0) return Status::InvalidArgument(std::string(who) + ": no shared memory to map");
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return SharedMemoryError(who,
+                             "cannot map " + std::to_string(bytes) + " bytes of shared memory");
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Sizes()[p] = bytes;
+  return p;
 }
 
 uint64_t PhysicalMemoryBytes() {

@@ -30,6 +30,24 @@ void FreeHostMemory(void* ptr) {
   if (ptr != nullptr) ::VirtualFree(ptr, 0, MEM_RELEASE);
 }
 
+bool HostMemoryCanBeShared() { return false; }
+
+Result<void*> AllocateSharedHostMemory(uint64_t /*bytes*/, const char* who) {
+  return Status::Unavailable(std::string(who) +
+                             ": memory shared with other processes is not "
+                             "built for Windows");
+}
+
+Result<ExportedMemory> ExportSharedHostMemory(void* /*ptr*/) {
+  return Status::Unavailable("memory shared with other processes is not built for Windows");
+}
+
+Result<void*> MapSharedHostMemory(int /*fd*/, uint64_t /*bytes*/, const char* who) {
+  return Status::Unavailable(std::string(who) +
+                             ": memory shared with other processes is not "
+                             "built for Windows");
+}
+
 uint64_t PhysicalMemoryBytes() {
   MEMORYSTATUSEX status{};
   status.dwLength = sizeof(status);

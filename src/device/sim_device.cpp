@@ -54,6 +54,7 @@ DeviceInfo SimDeviceInfo(const SimOptions& options) {
   info.capabilities.pageable_copies_can_hang = options.reject_pageable;
   info.capabilities.can_abandon = options.abandon;
   info.capabilities.decodes_exponents = options.decode;
+  info.capabilities.shares_memory = HostMemoryCanBeShared();
   return info;
 }
 
@@ -76,6 +77,24 @@ class SimDevice final : public Device {
   int queues() const override { return 4; }
 
   Result<void*> AllocateDevice(uint64_t bytes) override {
+    return AllocateCounted(bytes, [](uint64_t n) { return AllocateHostMemory(n, "sim"); });
+  }
+  // The sim's device memory is host memory: shared as the host's is, at no modelled cost.
+  Result<void*> AllocateShareable(uint64_t bytes) override {
+    return AllocateCounted(bytes, [](uint64_t n) { return AllocateSharedHostMemory(n, "sim"); });
+  }
+  Result<ExportedMemory> ExportShareable(void* ptr) override { return ExportSharedHostMemory(ptr); }
+  Result<void*> ImportShareable(int fd, uint64_t bytes) override {
+    return MapSharedHostMemory(fd, bytes, "sim");
+  }
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override {
+    std::memcpy(dst, src, n);
+    return Status::Ok();
+  }
+
+  // Counts bytes against the modelled memory (mem=) before allocating them with `allocate`.
+  template <typename Allocate>
+  Result<void*> AllocateCounted(uint64_t bytes, Allocate allocate) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (options_.mem != UINT64_MAX && device_bytes_ + bytes > options_.mem) {
@@ -85,7 +104,7 @@ class SimDevice final : public Device {
       }
       device_bytes_ += bytes;
     }
-    auto p = AllocateHostMemory(bytes, "sim");
+    auto p = allocate(bytes);
     if (!p.ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
       device_bytes_ -= bytes;
@@ -99,8 +118,11 @@ class SimDevice final : public Device {
   Status FreeDevice(void* ptr) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      device_bytes_ -= device_sizes_[ptr];
-      device_sizes_.erase(ptr);
+      auto it = device_sizes_.find(ptr);  // none for memory mapped from another process
+      if (it != device_sizes_.end()) {
+        device_bytes_ -= it->second;
+        device_sizes_.erase(it);
+      }
     }
     FreeHostMemory(ptr);
     return Status::Ok();

@@ -149,6 +149,8 @@ class LoadedModel {
   const std::vector<uint64_t>& checksums() const { return checksums_; }
   // Whether its memory is the caller's (LoadOptions::destination).
   bool external_destinations() const { return external_; }
+  // Device d's block (what AdoptBlock gave it), or nullptr.
+  void* block(size_t d) const { return d < blocks_.size() ? blocks_[d] : nullptr; }
 
   // The load's report; front ends add the phases they timed themselves (opening the model).
   LoadReport report;

@@ -155,7 +155,7 @@ TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "hoist: unknown command 'lod'; did you mean 'load'? (commands: inspect, load, "
-            "verify, make-sample, bench, doctor, pack)\n");
+            "verify, make-sample, bench, doctor, pack, serve, attach)\n");
   r = RunHoist({"xyzzy"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.find("hoist: unknown command 'xyzzy' (commands:"), 0u) << r.err;

@@ -1,0 +1,82 @@
+"""One process's attach to a model `hoist serve` holds, for bench/serve/device.sh: timed with
+the clock around the call alone (torch and its CUDA context started before), and compared with
+the checkpoint's own bytes (safetensors, read onto the same device).
+
+    python3 attach_probe.py time NAME [--share]            # one JSON line: seconds
+    python3 attach_probe.py check NAME DIR [--share]       # every tensor equal to DIR's files
+    python3 attach_probe.py hold NAME DIR READY GO [--share]
+        # attach, create READY, wait for GO to exist, then check (the holder may die meanwhile)
+    python3 attach_probe.py held DIR                       # whether hoist.transformers takes DIR
+                                                           # from a holder (exit 1 if not)
+Exits 1 when a check fails.
+"""
+import glob
+import json
+import os
+import sys
+import time
+
+
+def attach(name, share):
+    import hoist
+    import torch
+    torch.cuda.init()
+    torch.empty(1, device="cuda:0")  # the context, before the clock
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    tensors = hoist.attach(name, share=share)
+    torch.cuda.synchronize()
+    return tensors, time.perf_counter() - start
+
+
+def check(tensors, directory):
+    """(tensors equal, tensors compared): each against the checkpoint's bytes."""
+    import torch
+    from safetensors import safe_open
+    equal = compared = 0
+    for path in sorted(glob.glob(os.path.join(directory, "*.safetensors"))):
+        with safe_open(path, framework="pt", device="cuda:0") as f:
+            for key in f.keys():
+                want = f.get_tensor(key)
+                got = tensors[key]
+                compared += 1
+                equal += int(got.dtype == want.dtype and got.shape == want.shape and
+                             torch.equal(got.view(-1).view(torch.uint8),
+                                         want.view(-1).view(torch.uint8)))
+    return equal, compared
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--share"]
+    share = "--share" in sys.argv
+    verb = args[0]
+    if verb == "time":
+        tensors, seconds = attach(args[1], share)
+        print(json.dumps({"share": share, "seconds": seconds, "tensors": len(tensors)}))
+        return 0
+    if verb == "check":
+        tensors, seconds = attach(args[1], share)
+        equal, compared = check(tensors, args[2])
+        print(json.dumps({"share": share, "seconds": seconds, "equal": equal,
+                          "compared": compared}))
+        return 0 if equal == compared == len(tensors) and compared > 0 else 1
+    if verb == "hold":
+        tensors, seconds = attach(args[1], share)
+        open(args[3], "w").close()
+        while not os.path.exists(args[4]):
+            time.sleep(0.01)
+        equal, compared = check(tensors, args[2])
+        print(json.dumps({"share": share, "seconds": seconds, "equal": equal,
+                          "compared": compared, "after_holder_killed": True}))
+        return 0 if equal == compared == len(tensors) and compared > 0 else 1
+    if verb == "held":
+        import hoist.transformers as ht
+        files = sorted(glob.glob(os.path.join(args[1], "*.safetensors")))
+        holder = ht._held_checkpoint(files)
+        print(json.dumps({"held_by": holder}))
+        return 0 if holder is not None else 1
+    raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+// hoist serve / hoist attach / hoist_attach: a model held by one process and attached by
+// others, on host memory and the sim, against the model's file byte for byte; a holder killed
+// while attached; every refusal one clear line.
+#ifdef __linux__
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "hoist/hoist.h"
+#include "io/local_socket.h"
+#include "test_util.h"
+
+namespace hoist::testing {
+namespace {
+
+class ServeTest : public SampleModelTest<4u << 20> {
+ protected:
+  void SetUp() override {
+    SampleModelTest::SetUp();
+    runtime_ = tmp_.File("run");
+    ASSERT_EQ(::mkdir(runtime_.c_str(), 0700), 0);
+    SetVariable("XDG_RUNTIME_DIR", runtime_.c_str());
+  }
+  void TearDown() override { SetVariable("XDG_RUNTIME_DIR", nullptr); }
+
+  // A holder of model_ under `name` on `device`, once it says it is ready.
+  std::unique_ptr<HoistProcess> Serve(const std::string& name, const std::string& device,
+                                      std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"serve", model_, "--device", device, "--name", name, "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    auto holder = std::make_unique<HoistProcess>(args);
+    EXPECT_TRUE(holder->WaitUntil(
+        [&] { return holder->Out().find("\"ready\":true") != std::string::npos; }, TimeBound(30)))
+        << holder->Err();
+    return holder;
+  }
+  std::string Socket(const std::string& name) const {
+    return runtime_ + "/hoist/" + name + ".sock";
+  }
+
+  std::string runtime_;
+};
+
+// Every tensor of an attached model equals the model file's bytes.
+void ExpectEqualsFile(hoist_model* model, hoist_loaded* loaded, const std::string& path) {
+  const std::vector<unsigned char> file = ReadBytes(path);
+  ASSERT_GT(hoist_model_tensor_count(model), 0u);
+  for (size_t i = 0; i < hoist_model_tensor_count(model); ++i) {
+    hoist_tensor_info t{};
+    ASSERT_EQ(hoist_model_tensor(model, i, &t), HOIST_OK);
+    const void* p = hoist_loaded_tensor(loaded, i);
+    ASSERT_TRUE(p != nullptr || t.nbytes == 0) << t.name;
+    ASSERT_LE(t.offset + t.nbytes, file.size());
+    EXPECT_EQ(std::memcmp(p, file.data() + t.offset, t.nbytes), 0) << t.name;
+  }
+}
+
+TEST_F(ServeTest, AHeldModelAttachesByteExactOnHostAndSim) {
+  for (const std::string device : {"host", "sim"}) {
+    SCOPED_TRACE(device);
+    auto holder = Serve("m", device);
+    for (const bool share : {false, true}) {
+      std::vector<std::string> args = {"attach", "m", "--verify", "--json"};
+      if (share) args.push_back("--share");
+      const CommandResult attached = RunHoist(args);
+      EXPECT_EQ(attached.exit_code, 0) << attached.err;
+      EXPECT_NE(attached.out.find("\"verified\":true"), std::string::npos) << attached.out;
+      EXPECT_NE(attached.out.find("\"device\":\"" + device + "\""), std::string::npos);
+    }
+    // The C API: names, shapes and the bytes themselves, from a private copy and the shared map.
+    for (const int share : {0, 1}) {
+      hoist_attach_options options;
+      hoist_attach_options_init(&options);
+      options.share = share;
+      hoist_model* model = nullptr;
+      hoist_loaded* loaded = nullptr;
+      ASSERT_EQ(hoist_attach("m", &options, &model, &loaded), HOIST_OK) << hoist_last_error();
+      ExpectEqualsFile(model, loaded, model_);
+      size_t mismatches = 1;
+      EXPECT_EQ(hoist_loaded_verify(loaded, &mismatches), HOIST_OK) << hoist_last_error();
+      EXPECT_EQ(mismatches, 0u);
+      hoist_loaded_free(loaded);
+      hoist_model_close(model);
+    }
+    const CommandResult list = RunHoist({"serve", "--list", "--json"});
+    EXPECT_EQ(list.exit_code, 0) << list.err;
+    EXPECT_NE(list.out.find("\"name\":\"m\""), std::string::npos) << list.out;
+    EXPECT_NE(list.out.find("\"pid\":" + std::to_string(holder->pid())), std::string::npos);
+    holder->Signal(SIGTERM);
+    EXPECT_EQ(holder->Wait(TimeBound(10)), 0) << holder->Err();
+    EXPECT_FALSE(std::filesystem::exists(Socket("m"))) << "the holder left its socket";
+  }
+}
+
+TEST_F(ServeTest, WhatIsAttachedOutlivesItsHolder) {
+  // SIGTERM to a holder with a private copy attached, SIGKILL to one with its memory shared:
+  // each attacher still reads the file's bytes.
+  for (const bool share : {false, true}) {
+    SCOPED_TRACE(share ? "shared, SIGKILL" : "private copy, SIGTERM");
+    auto holder = Serve("m", "host");
+    std::vector<std::string> args = {"attach", "m", "--verify", "--hold", "1.5"};
+    if (share) args.push_back("--share");
+    HoistProcess attacher(args);
+    ASSERT_TRUE(attacher.WaitUntil(
+        [&] { return attacher.Out().find("attached 'm'") != std::string::npos; }, TimeBound(10)))
+        << attacher.Err();
+    holder->Signal(share ? SIGKILL : SIGTERM);
+    EXPECT_EQ(holder->Wait(TimeBound(10)), share ? 128 + SIGKILL : 0) << holder->Err();
+    EXPECT_EQ(attacher.Wait(TimeBound(30)), 0) << attacher.Err();
+    EXPECT_NE(attacher.Out().find("verified: every tensor matches the file"), std::string::npos)
+        << attacher.Out();
+  }
+  // Its socket is stale now: listed as such, refused as no holder, replaced by the next serve.
+  ASSERT_TRUE(std::filesystem::exists(Socket("m")));
+  const CommandResult list = RunHoist({"serve", "--list"});
+  EXPECT_NE(list.out.find("m  (stale"), std::string::npos) << list.out;
+  const CommandResult none = RunHoist({"attach", "m"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("no model is held under 'm'"), std::string::npos) << none.err;
+  auto again = Serve("m", "host");
+  const CommandResult attached = RunHoist({"attach", "m", "--verify"});
+  EXPECT_EQ(attached.exit_code, 0) << attached.err;
+}
+
+TEST_F(ServeTest, RefusalsAreOneClearLine) {
+  auto holder = Serve("m", "host");
+  const CommandResult twice = RunHoist({"serve", model_, "--device", "host", "--name", "m"});
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_NE(twice.err.find("already held at " + Socket("m")), std::string::npos) << twice.err;
+  EXPECT_NE(twice.err.find("pid " + std::to_string(holder->pid())), std::string::npos);
+
+  const CommandResult other_device = RunHoist({"attach", "m", "--device", "sim"});
+  EXPECT_EQ(other_device.exit_code, 1);
+  EXPECT_NE(other_device.err.find("'m' is held on host, not sim"), std::string::npos)
+      << other_device.err;
+
+  for (const std::string& bad :
+       std::vector<std::string>{"..", "../x", "-x", "a b", std::string(65, 'a')}) {
+    const CommandResult named = RunHoist({"serve", model_, "--device", "host", "--name", bad});
+    EXPECT_EQ(named.exit_code, 1) << bad;
+    EXPECT_NE(named.err.find("is not a name a model is held under"), std::string::npos)
+        << named.err;
+  }
+  // A file that is not a socket is never replaced.
+  const std::string file = tmp_.File("not-a-socket");
+  WriteBytes(file, {1, 2, 3});
+  const CommandResult over = RunHoist({"serve", model_, "--device", "host", "--socket", file});
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("something other than a socket is there"), std::string::npos);
+  EXPECT_EQ(ReadBytes(file).size(), 3u);
+
+  // A holder that accepts and dies before it answers.
+  const std::string dead = tmp_.File("dead.sock");
+  auto listener = LocalListener::Listen(dead, false);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  std::atomic<bool> done{false};
+  std::thread fake([&] {
+    while (!done) {
+      auto c = listener->Accept(20);
+      if (c.ok() && c->has_value()) c->reset();  // closes without a word
+    }
+  });
+  const CommandResult hung_up = RunHoist({"attach", dead});
+  done = true;
+  fake.join();
+  EXPECT_EQ(hung_up.exit_code, 1);
+  EXPECT_NE(hung_up.err.find("closed the connection without answering"), std::string::npos)
+      << hung_up.err;
+
+  // The user's directory open to others is refused, not used.
+  ASSERT_EQ(::chmod((runtime_ + "/hoist").c_str(), 0755), 0);
+  const CommandResult open_dir = RunHoist({"attach", "m"});
+  EXPECT_EQ(open_dir.exit_code, 1);
+  EXPECT_NE(open_dir.err.find("open to other users (mode 0755)"), std::string::npos)
+      << open_dir.err;
+  ASSERT_EQ(::chmod((runtime_ + "/hoist").c_str(), 0700), 0);
+}
+
+// Runs `hoist attach SOCKET` as user and group 65534 (nobody); its exit code and stderr.
+CommandResult AttachAsNobody(const std::string& socket, const std::string& err_path) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (err < 0 || ::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      ::_exit(126);
+    }
+    ::dup2(err, 2);
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    std::string cli = HOIST_CLI;
+    std::string verb = "attach";
+    std::string target = socket;
+    char* argv[] = {cli.data(), verb.data(), target.data(), nullptr};
+    ::execv(HOIST_CLI, argv);
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::vector<unsigned char> err = ReadBytes(err_path);
+  r.err.assign(err.begin(), err.end());
+  return r;
+}
+
+TEST_F(ServeTest, AnotherUserAttachesOnlyWhenAllowed) {
+  if (::getuid() != 0) GTEST_SKIP() << "needs root to act as a second user (CI runs as root)";
+  // A directory the second user can reach: the socket path is given to both sides.
+  char shared_dir[] = "/tmp/hoist-serve-users-XXXXXX";
+  ASSERT_NE(::mkdtemp(shared_dir), nullptr);
+  ASSERT_EQ(::chmod(shared_dir, 0755), 0);
+  const std::string socket = std::string(shared_dir) + "/held.sock";
+  const std::string err = std::string(shared_dir) + "/err";
+  {
+    auto holder = Serve("m", "host", {"--socket", socket, "--allow-gid", "4242"});
+    const CommandResult refused = AttachAsNobody(socket, err);
+    EXPECT_EQ(refused.exit_code, 1) << refused.err;
+    EXPECT_NE(refused.err.find("who has not allowed user 65534 to attach"), std::string::npos)
+        << refused.err;
+    EXPECT_TRUE(holder->WaitForErr("refused process", TimeBound(5))) << holder->Err();
+  }
+  {
+    auto holder = Serve("m2", "host", {"--socket", socket, "--allow-uid", "65534"});
+    const CommandResult allowed = AttachAsNobody(socket, err);
+    EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  }
+  std::filesystem::remove_all(shared_dir);
+}
+
+}  // namespace
+}  // namespace hoist::testing
+#endif
