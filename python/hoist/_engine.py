@@ -667,16 +667,35 @@ def attach_with_dtypes(name, device=None, share=False, timeout=10.0):
     device_names = _json.loads(attached.report).get("device", "").split(", ")
     torch_devices = [_torch_device_of(n) for n in device_names]
     torch = _torch()
+    listed = attached.tensors()
+    # One tensor over each device's memory and views of it: one wrapping per tensor would cost
+    # more than the attach itself (tens of microseconds each, hundreds of tensors).
+    spans = {}
+    for _, _, _, nbytes, address, index in listed:
+        if nbytes:
+            low, high = spans.get(index, (address, address + nbytes))
+            spans[index] = (min(low, address), max(high, address + nbytes))
+    memory = {index: (low, _held_tensor(attached, low, high - low, _where(torch_devices, index)))
+              for index, (low, high) in spans.items()}
     out, dtypes = {}, {}
-    for (tensor, dtype, shape, nbytes, address, index), block in zip(attached.tensors(),
-                                                                     attached.blocks()):
-        where = torch_devices[index] if 0 <= index < len(torch_devices) else torch_devices[0]
-        flat = _held_tensor(attached, address, nbytes, where)
+    for (tensor, dtype, shape, nbytes, address, index), block in zip(listed, attached.blocks()):
         shape = _load_shape(attached.format, dtype, tuple(shape), nbytes, block)
+        if nbytes:
+            low, flat = memory[index]
+            flat = flat[address - low:address - low + nbytes]
+        elif torch is not None:
+            flat = torch.empty(0, dtype=torch.uint8, device=_where(torch_devices, index))
+        else:
+            import numpy
+            flat = numpy.empty(0, dtype="uint8")
         quantized = _is_quantized(attached.format, dtype, block)
         out[tensor] = _typed(flat, None if quantized else dtype, shape, torch)
         dtypes[tensor] = dtype
     return out, dtypes
+
+
+def _where(torch_devices, index):
+    return torch_devices[index] if 0 <= index < len(torch_devices) else torch_devices[0]
 
 
 def held_models():

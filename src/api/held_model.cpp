@@ -154,24 +154,23 @@ std::string DefaultHeldName(const std::string& model_path) {
   return name.empty() ? "model" : name;
 }
 
-Result<std::unique_ptr<HeldModel>> HeldModel::Hold(const HoldRequest& request) {
-  std::unique_ptr<HeldModel> held(new HeldModel());
-  held->request_ = request;
-  const std::string name = request.name.empty() ? DefaultHeldName(request.model) : request.name;
-  HOIST_RETURN_IF_ERROR(CheckHeldName(name));
+namespace {
+
+// Where a holder of `name` listens, once nothing else is there: a live holder refuses at once,
+// a stale socket goes, anything but a socket stays and refuses.
+Result<std::string> ClaimSocketPath(const HoldRequest& request, const std::string& name) {
   std::string path = request.socket_path;
   if (path.empty()) {
     HOIST_ASSIGN_OR_RETURN(const std::string dir, HeldDirectory());
     path = SocketPath(dir, name);
   }
   std::error_code error;
-  if (std::filesystem::exists(std::filesystem::symlink_status(path, error)) &&
-      !std::filesystem::is_socket(std::filesystem::symlink_status(path, error))) {
+  const auto status = std::filesystem::symlink_status(path, error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_socket(status)) {
     return Status::InvalidArgument(path +
                                    ": something other than a socket is there: hoist "
                                    "serve replaces only a stale socket");
   }
-  // Before loading: a live holder there refuses at once; a stale socket goes.
   HOIST_ASSIGN_OR_RETURN(const HeldSummary there, Describe(path, kPeerTimeoutSeconds));
   if (!there.stale) {
     return Status::InvalidArgument("a model is already held at " + path + " ('" + there.name +
@@ -179,32 +178,55 @@ Result<std::unique_ptr<HeldModel>> HeldModel::Hold(const HoldRequest& request) {
                                    "): give another --name");
   }
   std::filesystem::remove(path, error);
+  return path;
+}
 
+}  // namespace
+
+Result<std::unique_ptr<HeldModel>> HeldModel::Hold(const HoldRequest& request) {
+  std::unique_ptr<HeldModel> held(new HeldModel());
+  held->request_ = request;
+  const std::string name = request.name.empty() ? DefaultHeldName(request.model) : request.name;
+  HOIST_RETURN_IF_ERROR(CheckHeldName(name));
+  HOIST_ASSIGN_OR_RETURN(const std::string path, ClaimSocketPath(request, name));
   LoadRequest load = request.load;
   load.shareable_memory = true;
   HOIST_ASSIGN_OR_RETURN(TensorDirectory opened, OpenModel({request.model, nullptr, std::nullopt,
                                                             load.options.stall_timeout_s}));
   held->dir_ = std::make_unique<TensorDirectory>(std::move(opened));
+  if (held->dir_->total_bytes() == 0) {
+    return Status::InvalidArgument(request.model + ": no tensor holds a byte: nothing to hold");
+  }
   HOIST_ASSIGN_OR_RETURN(CompletedLoad loaded, Load(*held->dir_, load));
   held->load_.emplace(std::move(loaded));
+  HOIST_RETURN_IF_ERROR(held->DescribeForAttachers(name, path));
+  HOIST_ASSIGN_OR_RETURN(
+      LocalListener listener,
+      LocalListener::Listen(path, !request.allowed_uids.empty() || !request.allowed_gids.empty()));
+  held->listener_.emplace(std::move(listener));
+  return held;
+}
 
-  const LoadedModel& model = held->load_->model();
-  const TensorDirectory& tensors = held->load_->directory();
-  std::vector<int> block_of(model.devices().size(), -1);
+Result<nlohmann::json> HeldModel::ExportBlocks(std::vector<int>& block_of) {
+  const LoadedModel& model = load_->model();
+  block_of.assign(model.devices().size(), -1);
   Json blocks = Json::array();
   for (size_t d = 0; d < model.devices().size(); ++d) {
     if (model.block(d) == nullptr) continue;
     HOIST_ASSIGN_OR_RETURN(const ExportedMemory exported,
                            model.devices()[d]->ExportShareable(model.block(d)));
-    block_of[d] = static_cast<int>(held->blocks_.size());
-    held->blocks_.push_back(exported);
-    held->block_devices_.push_back(model.devices()[d]->name());
+    block_of[d] = static_cast<int>(blocks_.size());
+    blocks_.push_back(exported);
     blocks.push_back({{"device", model.devices()[d]->name()}, {"bytes", exported.bytes}});
   }
-  Json files = Json::array();
-  for (const FileEntry& f : tensors.files) files.push_back({{"path", f.path}, {"size", f.size}});
+  return blocks;
+}
+
+Result<nlohmann::json> HeldModel::TensorList(const std::vector<int>& block_of,
+                                             uint64_t& bytes) const {
+  const LoadedModel& model = load_->model();
+  const TensorDirectory& tensors = load_->directory();
   Json entries = Json::array();
-  uint64_t bytes = 0;
   for (size_t i = 0; i < tensors.tensors.size(); ++i) {
     if (!model.loaded(i)) continue;
     const TensorEntry& t = tensors.tensors[i];
@@ -213,6 +235,7 @@ Result<std::unique_ptr<HeldModel>> HeldModel::Hold(const HoldRequest& request) {
     if (b < 0 && t.nbytes > 0) {
       return Status::Internal(t.name + " lies outside the memory hoist allocated");
     }
+    // A zero-byte tensor on a device that holds nothing is listed in the first block, empty.
     const auto at = b < 0 ? 0
                           : static_cast<uint64_t>(static_cast<unsigned char*>(model.data(i)) -
                                                   static_cast<unsigned char*>(model.block(d)));
@@ -226,32 +249,39 @@ Result<std::unique_ptr<HeldModel>> HeldModel::Hold(const HoldRequest& request) {
                        {"at", at}});
     bytes += t.nbytes;
   }
-  HeldSummary& s = held->summary_;
+  return entries;
+}
+
+Status HeldModel::DescribeForAttachers(const std::string& name, const std::string& path) {
+  std::vector<int> block_of;
+  HOIST_ASSIGN_OR_RETURN(Json blocks, ExportBlocks(block_of));
+  uint64_t bytes = 0;
+  HOIST_ASSIGN_OR_RETURN(Json entries, TensorList(block_of, bytes));
+  const TensorDirectory& tensors = load_->directory();
+  Json files = Json::array();
+  for (const FileEntry& f : tensors.files) files.push_back({{"path", f.path}, {"size", f.size}});
+  HeldSummary& s = summary_;
   s.name = name;
   // A local model by its absolute path: what a front end matches a checkpoint against.
-  s.model = IsRemoteName(request.model)
-                ? RedactUrl(request.model)
-                : std::filesystem::absolute(request.model, error).lexically_normal().string();
+  std::error_code error;
+  s.model = IsRemoteName(request_.model)
+                ? RedactUrl(request_.model)
+                : std::filesystem::absolute(request_.model, error).lexically_normal().string();
   s.socket = path;
   s.pid = CurrentProcessId();
   s.uid = CurrentUserId();
-  s.devices = DeviceNames(model);
+  s.devices = DeviceNames(load_->model());
   s.bytes = bytes;
   s.tensors = entries.size();
   Json manifest = SummaryToJson(s);
   manifest["hoist_held"] = kProtocol;
   manifest["format"] = tensors.format;
-  manifest["whole_tensors"] = !held->load_->plan().by_parts;
+  manifest["whole_tensors"] = !load_->plan().by_parts;
   manifest["blocks"] = std::move(blocks);
   manifest["files"] = std::move(files);
   manifest["tensor_list"] = std::move(entries);
-  held->manifest_ = manifest.dump();
-
-  HOIST_ASSIGN_OR_RETURN(
-      LocalListener listener,
-      LocalListener::Listen(path, !request.allowed_uids.empty() || !request.allowed_gids.empty()));
-  held->listener_.emplace(std::move(listener));
-  return held;
+  manifest_ = manifest.dump();
+  return Status::Ok();
 }
 
 HeldModel::~HeldModel() {
@@ -347,8 +377,8 @@ Status ReadManifest(const Json& j, size_t fds, const std::string& who, AttachedM
       e.offset = t.at("offset").get<uint64_t>();
       const auto block = t.at("block").get<size_t>();
       const auto at = t.at("at").get<uint64_t>();
-      if (e.nbytes > 0 && (block >= blocks.size() || at > blocks[block].second ||
-                           e.nbytes > blocks[block].second - at)) {
+      if (block >= blocks.size() || at > blocks[block].second ||
+          e.nbytes > blocks[block].second - at) {
         return bad("tensor '" + e.name + "' lies outside its block");
       }
       if (e.file >= out.dir.files.size() && !out.dir.files.empty()) {
@@ -367,10 +397,10 @@ Status ReadManifest(const Json& j, size_t fds, const std::string& who, AttachedM
 }
 
 // Maps each block on its device and, for a private copy, copies it within the device and lets
-// the mapping go. fds are closed.
+// the mapping go.
 Result<std::vector<void*>> MapBlocks(const std::vector<std::shared_ptr<CheckedDevice>>& devices,
                                      const std::vector<std::pair<std::string, uint64_t>>& blocks,
-                                     std::vector<int>& fds, bool share) {
+                                     const std::vector<int>& fds, bool share) {
   std::vector<void*> mapped(blocks.size(), nullptr);
   Status failed = Status::Ok();
   for (size_t b = 0; b < blocks.size() && failed.ok(); ++b) {
@@ -387,8 +417,6 @@ Result<std::vector<void*>> MapBlocks(const std::vector<std::shared_ptr<CheckedDe
     mapped[b] = own.ok() ? *own : nullptr;
     if (!own.ok()) failed = own.status();
   }
-  for (int fd : fds) CloseDescriptor(fd);
-  fds.clear();
   if (!failed.ok()) {
     for (size_t b = 0; b < mapped.size(); ++b) {
       if (mapped[b] != nullptr) (void)devices[b]->FreeDevice(mapped[b]);
@@ -400,8 +428,25 @@ Result<std::vector<void*>> MapBlocks(const std::vector<std::shared_ptr<CheckedDe
 
 }  // namespace
 
-Result<AttachedModel> Attach(const AttachRequest& request) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+// Descriptors received, closed when it goes.
+class Descriptors {
+ public:
+  explicit Descriptors(std::vector<int> fds) : fds_(std::move(fds)) {}
+  Descriptors(const Descriptors&) = delete;
+  Descriptors& operator=(const Descriptors&) = delete;
+  ~Descriptors() {
+    for (int fd : fds_) CloseDescriptor(fd);
+  }
+  const std::vector<int>& fds() const { return fds_; }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// The holder's answer to an attach: its description, and the descriptors in `fds`.
+Result<Json> AskToAttach(const AttachRequest& request, std::vector<int>& fds) {
   std::string path = request.name;
   if (request.name.find('/') == std::string::npos) {
     HOIST_RETURN_IF_ERROR(CheckHeldName(request.name));
@@ -415,53 +460,56 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
                             "at " + path + "; hoist serve --list shows what is held)");
   }
   if (!answer.ok()) return answer.status();
-  HOIST_ASSIGN_OR_RETURN(const Json j, AnswerJson(*answer, who));
+  HOIST_ASSIGN_OR_RETURN(Json j, AnswerJson(*answer, who));
+  fds = std::move(answer->fds);
+  return j;
+}
+
+// Each block's device, opened; a device asked for that holds none of them is refused.
+Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenBlockDevices(
+    const AttachRequest& request, const std::vector<std::pair<std::string, uint64_t>>& blocks) {
+  std::string asked = request.device;  // as the device calls itself ("gpu:0" is "cuda:0")
+  if (!asked.empty()) {
+    HOIST_ASSIGN_OR_RETURN(const auto device, OpenDevice(asked));
+    asked = device->name();
+  }
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  for (const auto& [device, bytes] : blocks) {
+    if (!asked.empty() && asked != device) {
+      return Status::InvalidArgument("'" + request.name + "' is held on " + device + ", not " +
+                                     asked + ": attach to the holder's devices");
+    }
+    HOIST_ASSIGN_OR_RETURN(auto opened, OpenDevice(device));
+    devices.push_back(std::move(opened));
+  }
+  return devices;
+}
+
+}  // namespace
+
+Result<AttachedModel> Attach(const AttachRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> received;
+  HOIST_ASSIGN_OR_RETURN(const Json j, AskToAttach(request, received));
+  const Descriptors fds(std::move(received));
+  const std::string who = "the holder of '" + request.name + "'";
   AttachedModel out;
   std::vector<std::pair<std::string, uint64_t>> blocks;
   std::vector<std::pair<size_t, uint64_t>> places;
-  if (Status s = ReadManifest(j, answer->fds.size(), who, out, blocks, places); !s.ok()) {
-    for (int fd : answer->fds) CloseDescriptor(fd);
-    return s;
-  }
-  std::vector<std::shared_ptr<CheckedDevice>> devices;
-  Status opened = Status::Ok();
-  std::string asked = request.device;  // as the device calls itself ("gpu:0" is "cuda:0")
-  if (!asked.empty()) {
-    auto d = OpenDevice(asked);
-    if (!d.ok()) opened = d.status();
-    if (d.ok()) asked = (*d)->name();
-  }
-  for (const auto& [device, bytes] : blocks) {
-    if (!opened.ok()) break;
-    if (!asked.empty() && asked != device) {
-      opened = Status::InvalidArgument("'" + request.name + "' is held on " + device + ", not " +
-                                       asked + ": attach to the holder's devices");
-      break;
-    }
-    auto d = OpenDevice(device);
-    if (!d.ok()) {
-      opened = d.status();
-      break;
-    }
-    devices.push_back(*d);
-  }
-  if (!opened.ok()) {
-    for (int fd : answer->fds) CloseDescriptor(fd);
-    return opened;
-  }
+  HOIST_RETURN_IF_ERROR(ReadManifest(j, fds.fds().size(), who, out, blocks, places));
+  HOIST_ASSIGN_OR_RETURN(const auto devices, OpenBlockDevices(request, blocks));
   HOIST_ASSIGN_OR_RETURN(const std::vector<void*> mapped,
-                         MapBlocks(devices, blocks, answer->fds, request.share));
+                         MapBlocks(devices, blocks, fds.fds(), request.share));
   out.model = std::make_unique<LoadedModel>(devices, out.dir.tensors.size());
   for (size_t b = 0; b < mapped.size(); ++b) out.model->AdoptBlock(b, mapped[b]);
   uint64_t bytes = 0;
   for (size_t i = 0; i < places.size(); ++i) {
-    const auto [block, at] = places[i];
-    const size_t b = mapped.empty() ? 0 : std::min(block, mapped.size() - 1);
-    out.model->SetLoaded(i, mapped.empty() ? nullptr : static_cast<unsigned char*>(mapped[b]) + at,
-                         static_cast<uint32_t>(b));
+    const auto [block, at] = places[i];  // ReadManifest checked both
+    out.model->SetLoaded(i, static_cast<unsigned char*>(mapped[block]) + at,
+                         static_cast<uint32_t>(block));
     bytes += out.dir.tensors[i].nbytes;
   }
-  out.plan.devices = std::max<size_t>(devices.size(), 1);
+  out.plan.devices = devices.size();
   LoadReport& r = out.model->report;
   r.tensors = places.size();
   r.tensor_bytes = bytes;

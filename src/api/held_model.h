@@ -79,12 +79,17 @@ class HeldModel {
  private:
   HeldModel() = default;
   Status Answer(LocalConnection& connection, const std::function<void(const std::string&)>& note);
+  // The summary and the description attachers get, the blocks exported for them.
+  Status DescribeForAttachers(const std::string& name, const std::string& path);
+  // Each device block's descriptor (in blocks_) and its entry; block_of: device -> block or -1.
+  Result<nlohmann::json> ExportBlocks(std::vector<int>& block_of);
+  // Each loaded tensor's entry: where it lies in its block; bytes: their sum.
+  Result<nlohmann::json> TensorList(const std::vector<int>& block_of, uint64_t& bytes) const;
 
   HoldRequest request_;
   std::unique_ptr<TensorDirectory> dir_;
   std::optional<CompletedLoad> load_;
   std::vector<ExportedMemory> blocks_;  // one per device that holds tensors, descriptors open
-  std::vector<std::string> block_devices_;
   std::string manifest_;
   std::optional<LocalListener> listener_;
   HeldSummary summary_;

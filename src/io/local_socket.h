@@ -52,6 +52,8 @@ class LocalConnection {
   Result<PeerCredentials> Peer() const;
 
  private:
+  Status ReceiveInto(LocalMessage& out, double timeout_s, const std::atomic<bool>* cancel,
+                     const std::string& peer);
   int fd_;
 };
 

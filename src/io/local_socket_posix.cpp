@@ -65,6 +65,22 @@ Clock::time_point DeadlineIn(double seconds) {
   return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
 }
 
+// The length a message's header gives, checked.
+Result<uint64_t> MessageLength(const std::string& header, const std::string& peer) {
+  if (std::memcmp(header.data(), kMagic, sizeof kMagic) != 0) {
+    return Status::IoError(peer + " does not speak hoist's protocol");
+  }
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) {
+    length |= static_cast<uint64_t>(static_cast<unsigned char>(header[4 + i])) << (8 * i);
+  }
+  if (length > kMaxLocalMessageBytes) {
+    return Status::IoError(peer + " sent a message of " + std::to_string(length) +
+                           " bytes, more than " + std::to_string(kMaxLocalMessageBytes));
+  }
+  return length;
+}
+
 void TakeDescriptors(msghdr& message, std::vector<int>& fds) {
   for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -140,15 +156,20 @@ Status LocalConnection::Send(const std::string& text, const std::vector<int>& fd
 Result<LocalMessage> LocalConnection::Receive(double timeout_s, const std::atomic<bool>* cancel,
                                               const std::string& peer) {
   LocalMessage out;
+  if (Status s = ReceiveInto(out, timeout_s, cancel, peer); !s.ok()) {
+    for (int fd : out.fds) ::close(fd);  // what came with a message never whole
+    return s;
+  }
+  return out;
+}
+
+Status LocalConnection::ReceiveInto(LocalMessage& out, double timeout_s,
+                                    const std::atomic<bool>* cancel, const std::string& peer) {
   std::string bytes;
   uint64_t want = kHeaderBytes;
   const Clock::time_point deadline = DeadlineIn(timeout_s);
   std::vector<char> control(CMSG_SPACE(sizeof(int) * kMaxLocalDescriptors));
   std::vector<char> buffer(1 << 16);
-  auto close_received = [&out] {
-    for (int fd : out.fds) ::close(fd);
-    out.fds.clear();
-  };
   while (bytes.size() < want) {
     iovec io{buffer.data(),
              static_cast<size_t>(std::min<uint64_t>(want - bytes.size(), buffer.size()))};
@@ -162,43 +183,25 @@ Result<LocalMessage> LocalConnection::Receive(double timeout_s, const std::atomi
       TakeDescriptors(message, out.fds);
       bytes.append(buffer.data(), static_cast<size_t>(n));
       if (want == kHeaderBytes && bytes.size() >= kHeaderBytes) {
-        if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
-          close_received();
-          return Status::IoError(peer + " does not speak hoist's protocol");
-        }
-        uint64_t length = 0;
-        for (int i = 0; i < 8; ++i) {
-          length |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[4 + i])) << (8 * i);
-        }
-        if (length > kMaxLocalMessageBytes) {
-          close_received();
-          return Status::IoError(peer + " sent a message of " + std::to_string(length) +
-                                 " bytes, more than " + std::to_string(kMaxLocalMessageBytes));
-        }
+        HOIST_ASSIGN_OR_RETURN(const uint64_t length, MessageLength(bytes, peer));
         want = kHeaderBytes + length;
       }
       continue;
     }
     if (n == 0 || (n < 0 && errno == ECONNRESET)) {  // gone, with or without reading ours
-      close_received();
       return Status::IoError(
           peer + " closed the connection " +
           (bytes.empty() ? std::string("without answering") : "in the middle of its message"));
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      close_received();
       return Status::IoError("reading from " + peer + ": " + Errno());
     }
-    auto ready = WaitFor(fd_, POLLIN, deadline, cancel);
-    if (!ready.ok() || !*ready) {
-      close_received();
-      if (!ready.ok()) return ready.status();
-      return Status::Stalled(peer + " sent no answer for " + FormatSeconds(timeout_s));
-    }
+    HOIST_ASSIGN_OR_RETURN(const bool ready, WaitFor(fd_, POLLIN, deadline, cancel));
+    if (!ready) return Status::Stalled(peer + " sent no answer for " + FormatSeconds(timeout_s));
   }
   out.text = bytes.substr(kHeaderBytes);
-  return out;
+  return Status::Ok();
 }
 
 Result<PeerCredentials> LocalConnection::Peer() const {

@@ -25,6 +25,10 @@ Result<LocalMessage> LocalConnection::Receive(double, const std::atomic<bool>*,
                                               const std::string&) {
   return NotBuilt();
 }
+Status LocalConnection::ReceiveInto(LocalMessage&, double, const std::atomic<bool>*,
+                                    const std::string&) {
+  return NotBuilt();
+}
 Result<PeerCredentials> LocalConnection::Peer() const { return NotBuilt(); }
 Result<LocalListener> LocalListener::Listen(const std::string&, bool) { return NotBuilt(); }
 LocalListener::~LocalListener() = default;
