@@ -49,7 +49,7 @@ serve() {  # NAME: a holder of MODEL on cuda:0, once ready
   done
   grep -q '"ready":true' "$OUT/holder-$1.json"
 }
-median() { python3 -c 'import json,statistics,sys; print(statistics.median(json.loads(l)["seconds"] for l in open(sys.argv[1])))' "$1"; }
+median() { python3 -c 'import json,statistics,sys; print(statistics.median([json.loads(l)["seconds"] for l in open(sys.argv[1])] or [1e9]))' "$1"; }
 
 base_mib=$(used_mib)
 log "serving $MODEL on cuda:0 (GPU memory used before: $base_mib MiB)"
@@ -59,9 +59,9 @@ held_mib=$(used_mib)
 log "GPU memory used while held: $held_mib MiB"
 
 log "hoist attach --verify, a private copy and the shared memory"
-"$BIN/hoist" attach llama --verify --json | tee -a "$OUT/log.txt" | grep -q '"verified":true'
+"$BIN/hoist" attach llama --verify --json 2>&1 | tee -a "$OUT/log.txt" | grep -q '"verified":true'
 expect $? "hoist attach --verify: every tensor equals the files"
-"$BIN/hoist" attach llama --share --verify --json | tee -a "$OUT/log.txt" | grep -q '"verified":true'
+"$BIN/hoist" attach llama --share --verify --json 2>&1 | tee -a "$OUT/log.txt" | grep -q '"verified":true'
 expect $? "hoist attach --share --verify: every tensor equals the files"
 
 for mode in private share; do
@@ -129,7 +129,7 @@ python3 - "$OUT" "$RUNS" <<'PY' | tee "$OUT/summary.json"
 import json, statistics, sys
 out, runs = sys.argv[1], int(sys.argv[2])
 def times(mode):
-    return [json.loads(l)["seconds"] for l in open(f"{out}/times-{mode}.jsonl")]
+    return [json.loads(l)["seconds"] for l in open(f"{out}/times-{mode}.jsonl")] or [None]
 print(json.dumps({"runs": runs,
                   "private_median_s": statistics.median(times("private")),
                   "private_all_s": times("private"),

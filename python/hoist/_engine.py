@@ -667,18 +667,19 @@ def attach_with_dtypes(name, device=None, share=False, timeout=10.0):
     device_names = _json.loads(attached.report).get("device", "").split(", ")
     torch_devices = [_torch_device_of(n) for n in device_names]
     torch = _torch()
-    listed = attached.tensors()
+    # Tensors on a device not asked for are not attached (device index -1).
+    listed = [(t, b) for t, b in zip(attached.tensors(), attached.blocks()) if t[5] >= 0]
     # One tensor over each device's memory and views of it: one wrapping per tensor would cost
     # more than the attach itself (tens of microseconds each, hundreds of tensors).
     spans = {}
-    for _, _, _, nbytes, address, index in listed:
+    for (_, _, _, nbytes, address, index), _ in listed:
         if nbytes:
             low, high = spans.get(index, (address, address + nbytes))
             spans[index] = (min(low, address), max(high, address + nbytes))
     memory = {index: (low, _held_tensor(attached, low, high - low, _where(torch_devices, index)))
               for index, (low, high) in spans.items()}
     out, dtypes = {}, {}
-    for (tensor, dtype, shape, nbytes, address, index), block in zip(listed, attached.blocks()):
+    for (tensor, dtype, shape, nbytes, address, index), block in listed:
         shape = _load_shape(attached.format, dtype, tuple(shape), nbytes, block)
         if nbytes:
             low, flat = memory[index]

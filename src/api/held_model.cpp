@@ -466,23 +466,27 @@ Result<Json> AskToAttach(const AttachRequest& request, std::vector<int>& fds) {
 }
 
 // Each block's device, opened; a device asked for that holds none of them is refused.
-Result<std::vector<std::shared_ptr<CheckedDevice>>> OpenBlockDevices(
+// The blocks an attach takes: every one, or those on the device asked for (none there is
+// refused, naming the holder's devices).
+Result<std::vector<size_t>> ChooseBlocks(
     const AttachRequest& request, const std::vector<std::pair<std::string, uint64_t>>& blocks) {
-  std::string asked = request.device;  // as the device calls itself ("gpu:0" is "cuda:0")
-  if (!asked.empty()) {
-    HOIST_ASSIGN_OR_RETURN(const auto device, OpenDevice(asked));
-    asked = device->name();
+  std::vector<size_t> chosen;
+  if (request.device.empty()) {
+    for (size_t b = 0; b < blocks.size(); ++b) chosen.push_back(b);
+    return chosen;
   }
-  std::vector<std::shared_ptr<CheckedDevice>> devices;
-  for (const auto& [device, bytes] : blocks) {
-    if (!asked.empty() && asked != device) {
-      return Status::InvalidArgument("'" + request.name + "' is held on " + device + ", not " +
-                                     asked + ": attach to the holder's devices");
-    }
-    HOIST_ASSIGN_OR_RETURN(auto opened, OpenDevice(device));
-    devices.push_back(std::move(opened));
+  HOIST_ASSIGN_OR_RETURN(const auto device, OpenDevice(request.device));
+  const std::string asked = device->name();  // as the device calls itself ("gpu:0": "cuda:0")
+  std::string held_on;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (blocks[b].first == asked) chosen.push_back(b);
+    held_on += (held_on.empty() ? "" : ", ") + blocks[b].first;
   }
-  return devices;
+  if (chosen.empty()) {
+    return Status::InvalidArgument("'" + request.name + "' is held on " + held_on + ", not " +
+                                   asked + ": attach to the holder's devices");
+  }
+  return chosen;
 }
 
 }  // namespace
@@ -497,21 +501,35 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
   std::vector<std::pair<std::string, uint64_t>> blocks;
   std::vector<std::pair<size_t, uint64_t>> places;
   HOIST_RETURN_IF_ERROR(ReadManifest(j, fds.fds().size(), who, out, blocks, places));
-  HOIST_ASSIGN_OR_RETURN(const auto devices, OpenBlockDevices(request, blocks));
+  HOIST_ASSIGN_OR_RETURN(const std::vector<size_t> chosen, ChooseBlocks(request, blocks));
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  std::vector<std::pair<std::string, uint64_t>> taken;
+  std::vector<int> taken_fds;
+  std::vector<int> index_of(blocks.size(), -1);  // block -> its place among those taken
+  for (const size_t b : chosen) {
+    HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(blocks[b].first));
+    index_of[b] = static_cast<int>(devices.size());
+    devices.push_back(std::move(device));
+    taken.push_back(blocks[b]);
+    taken_fds.push_back(fds.fds()[b]);
+  }
   HOIST_ASSIGN_OR_RETURN(const std::vector<void*> mapped,
-                         MapBlocks(devices, blocks, fds.fds(), request.share));
+                         MapBlocks(devices, taken, taken_fds, request.share));
   out.model = std::make_unique<LoadedModel>(devices, out.dir.tensors.size());
-  for (size_t b = 0; b < mapped.size(); ++b) out.model->AdoptBlock(b, mapped[b]);
+  for (size_t d = 0; d < mapped.size(); ++d) out.model->AdoptBlock(d, mapped[d]);
   uint64_t bytes = 0;
+  size_t tensors = 0;
   for (size_t i = 0; i < places.size(); ++i) {
     const auto [block, at] = places[i];  // ReadManifest checked both
-    out.model->SetLoaded(i, static_cast<unsigned char*>(mapped[block]) + at,
-                         static_cast<uint32_t>(block));
+    const int d = index_of[block];
+    if (d < 0) continue;  // on a device not asked for
+    out.model->SetLoaded(i, static_cast<unsigned char*>(mapped[d]) + at, static_cast<uint32_t>(d));
     bytes += out.dir.tensors[i].nbytes;
+    ++tensors;
   }
   out.plan.devices = devices.size();
   LoadReport& r = out.model->report;
-  r.tensors = places.size();
+  r.tensors = tensors;
   r.tensor_bytes = bytes;
   r.wall_s = SecondsSince(start);
   for (const auto& d : devices) r.device += (r.device.empty() ? "" : ", ") + d->name();

@@ -132,6 +132,11 @@ int RunAttach(const AttachFlags& f) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   AttachedModel& a = *attached;
+  if (f.verify && !a.verifiable) {
+    return ReportFailure(Status::InvalidArgument(
+        "'" + a.holder.name + "' holds parts of tensors (a split across its devices): --verify " +
+        "compares whole tensors with the model's file"));
+  }
   CompletedLoad loaded(a.dir, std::move(a.model), a.plan, nullptr, a.verifiable);
   std::vector<Mismatch> mismatches;
   if (f.verify) {

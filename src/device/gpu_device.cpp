@@ -246,7 +246,11 @@ class GpuDevice final : public Device {
   }
   Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override {
     HOIST_RETURN_IF_ERROR(Bind());
-    gpuError_t err = gpuMemcpyD2D(dst, src, n);
+    // On a stream and waited for: cudaMemcpy between device addresses returns before the copy
+    // has run, and the caller lets the source go next (an attach unmaps the holder's memory).
+    gpuStream_t stream = streams_.empty() ? nullptr : streams_[0];
+    gpuError_t err = gpuMemcpyAsyncD2D(dst, src, n, stream);
+    if (err == gpuSuccess) err = gpuStreamSynchronize(stream);
     return err == gpuSuccess ? Status::Ok() : GpuStatus(err, name_, "copy within the device");
   }
 

@@ -33,7 +33,8 @@ inline constexpr const char* kGpuDriverLibrary = "libamdhip64.so";
 #define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
   hipMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, hipMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToHost)
-#define gpuMemcpyD2D(dst, src, n) hipMemcpy(dst, src, n, hipMemcpyDeviceToDevice)
+#define gpuMemcpyAsyncD2D(dst, src, n, s) hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, s)
+#define gpuStreamSynchronize hipStreamSynchronize
 #define gpuDriverGetVersion hipDriverGetVersion
 #define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
@@ -75,7 +76,9 @@ inline constexpr const char* kGpuDriverLibrary = "libcuda.so.1";
 #define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
   cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
-#define gpuMemcpyD2D(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice)
+#define gpuMemcpyAsyncD2D(dst, src, n, s) \
+  cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s)
+#define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
 #define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess

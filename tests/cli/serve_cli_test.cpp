@@ -134,6 +134,33 @@ TEST_F(ServeTest, WhatIsAttachedOutlivesItsHolder) {
   EXPECT_EQ(attached.exit_code, 0) << attached.err;
 }
 
+TEST_F(ServeTest, AnAttachTakesTheHoldersDevicesOrOneOfThem) {
+  auto holder = Serve("m", "sim,host");
+  const CommandResult all = RunHoist({"attach", "m", "--verify", "--json"});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("\"device\":\"sim, host\""), std::string::npos) << all.out;
+  size_t tensors_on[2] = {0, 0};
+  for (const std::string device : {"sim", "host"}) {
+    const CommandResult one = RunHoist({"attach", "m", "--device", device, "--verify", "--json"});
+    EXPECT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_NE(one.out.find("\"device\":\"" + device + "\""), std::string::npos) << one.out;
+    const size_t at = one.out.find("\"tensors\":");
+    ASSERT_NE(at, std::string::npos);
+    tensors_on[device == "host"] = std::stoul(one.out.substr(at + 10));
+  }
+  EXPECT_GT(tensors_on[0], 0u);
+  EXPECT_GT(tensors_on[1], 0u);
+  const size_t at = all.out.find("\"tensors\":");
+  EXPECT_EQ(tensors_on[0] + tensors_on[1], std::stoul(all.out.substr(at + 10)));
+  holder.reset();
+  // A split's parts attach; --verify, which compares whole tensors, says why it cannot.
+  auto parts = Serve("p", "sim,host", {"--split", "tensor"});
+  EXPECT_EQ(RunHoist({"attach", "p"}).exit_code, 0);
+  const CommandResult verify = RunHoist({"attach", "p", "--verify"});
+  EXPECT_EQ(verify.exit_code, 1);
+  EXPECT_NE(verify.err.find("'p' holds parts of tensors"), std::string::npos) << verify.err;
+}
+
 TEST_F(ServeTest, RefusalsAreOneClearLine) {
   auto holder = Serve("m", "host");
   const CommandResult twice = RunHoist({"serve", model_, "--device", "host", "--name", "m"});
