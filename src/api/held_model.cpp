@@ -24,10 +24,6 @@ constexpr int kAcceptSliceMs = 100;
 
 using Json = nlohmann::json;
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 Result<std::string> HeldDirectory() {
   HOIST_ASSIGN_OR_RETURN(const Settings settings, ProcessSettings());
   const std::string& dir = settings.held_models_directory;
@@ -465,28 +461,71 @@ Result<Json> AskToAttach(const AttachRequest& request, std::vector<int>& fds) {
   return j;
 }
 
-// Each block's device, opened; a device asked for that holds none of them is refused.
-// The blocks an attach takes: every one, or those on the device asked for (none there is
-// refused, naming the holder's devices).
-Result<std::vector<size_t>> ChooseBlocks(
-    const AttachRequest& request, const std::vector<std::pair<std::string, uint64_t>>& blocks) {
-  std::vector<size_t> chosen;
+// What an attach takes: the blocks on its device (every block when it names none), or, for a
+// device the holder does not use, the one block copied to it over a direct link (`peer`).
+struct Chosen {
+  std::vector<size_t> blocks;
+  std::shared_ptr<CheckedDevice> peer;
+  std::shared_ptr<CheckedDevice> source;  // with peer: the holder's device, opened here
+};
+
+Result<Chosen> ChooseBlocks(const AttachRequest& request,
+                            const std::vector<std::pair<std::string, uint64_t>>& blocks) {
+  Chosen chosen;
   if (request.device.empty()) {
-    for (size_t b = 0; b < blocks.size(); ++b) chosen.push_back(b);
+    for (size_t b = 0; b < blocks.size(); ++b) chosen.blocks.push_back(b);
     return chosen;
   }
-  HOIST_ASSIGN_OR_RETURN(const auto device, OpenDevice(request.device));
+  HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(request.device));
   const std::string asked = device->name();  // as the device calls itself ("gpu:0": "cuda:0")
   std::string held_on;
   for (size_t b = 0; b < blocks.size(); ++b) {
-    if (blocks[b].first == asked) chosen.push_back(b);
+    if (blocks[b].first == asked) chosen.blocks.push_back(b);
     held_on += (held_on.empty() ? "" : ", ") + blocks[b].first;
   }
-  if (chosen.empty()) {
-    return Status::InvalidArgument("'" + request.name + "' is held on " + held_on + ", not " +
-                                   asked + ": attach to the holder's devices");
+  if (!chosen.blocks.empty()) return chosen;
+  const std::string refused = "'" + request.name + "' is held on " + held_on + ", not " + asked;
+  if (blocks.size() != 1)
+    return Status::InvalidArgument(refused + ": attach to the holder's devices");
+  HOIST_ASSIGN_OR_RETURN(chosen.source, OpenDevice(blocks[0].first));
+  if (chosen.source->kind() != device->kind() || device->kind() == DeviceKind::kHost) {
+    return Status::InvalidArgument(refused + ": attach to the holder's devices");
   }
+  if (request.share) {
+    return Status::InvalidArgument(refused + ": a shared attach maps the memory where it is; " +
+                                   "a copy to " + asked + " is private (share=False)");
+  }
+  chosen.blocks.push_back(0);
+  chosen.peer = std::move(device);
   return chosen;
+}
+
+// The holder's block (fd) mapped on its own device and copied to `peer` over the link between
+// them, each byte read once; the mapping let go.
+Result<void*> CopyBlockToPeer(CheckedDevice& source, CheckedDevice& peer, int fd, uint64_t bytes,
+                              double timeout_s) {
+  if (!source.CanReachPeer(peer)) {
+    return Status::InvalidArgument(peer.name() + " has no direct link to " + source.name() +
+                                   ", which holds the model: attach to " + source.name());
+  }
+  HOIST_ASSIGN_OR_RETURN(void* held, source.ImportShareable(fd, bytes));
+  auto copy = peer.AllocateDevice(bytes);
+  Status done = copy.ok() ? Status::Ok() : copy.status();
+  if (copy.ok()) {
+    auto started = source.CopyToPeerAsync(*copy, peer, held, bytes, 0);
+    done = started.ok() ? WaitForCopy(**started, timeout_s) : started.status();
+  }
+  if (done.code() == Code::kStalled) {  // the copy may still run: nothing is freed under it
+    source.set_free_on_destroy(false);
+    peer.set_free_on_destroy(false);
+    return done;
+  }
+  (void)source.FreeDevice(held);
+  if (!done.ok()) {
+    if (copy.ok()) (void)peer.FreeDevice(*copy);
+    return done;
+  }
+  return *copy;
 }
 
 }  // namespace
@@ -501,20 +540,28 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
   std::vector<std::pair<std::string, uint64_t>> blocks;
   std::vector<std::pair<size_t, uint64_t>> places;
   HOIST_RETURN_IF_ERROR(ReadManifest(j, fds.fds().size(), who, out, blocks, places));
-  HOIST_ASSIGN_OR_RETURN(const std::vector<size_t> chosen, ChooseBlocks(request, blocks));
+  HOIST_ASSIGN_OR_RETURN(const Chosen chosen, ChooseBlocks(request, blocks));
   std::vector<std::shared_ptr<CheckedDevice>> devices;
-  std::vector<std::pair<std::string, uint64_t>> taken;
-  std::vector<int> taken_fds;
+  std::vector<void*> mapped;
   std::vector<int> index_of(blocks.size(), -1);  // block -> its place among those taken
-  for (const size_t b : chosen) {
-    HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(blocks[b].first));
-    index_of[b] = static_cast<int>(devices.size());
-    devices.push_back(std::move(device));
-    taken.push_back(blocks[b]);
-    taken_fds.push_back(fds.fds()[b]);
+  if (chosen.peer) {
+    HOIST_ASSIGN_OR_RETURN(void* copy, CopyBlockToPeer(*chosen.source, *chosen.peer, fds.fds()[0],
+                                                       blocks[0].second, request.timeout_s));
+    devices.push_back(chosen.peer);
+    mapped.push_back(copy);
+    index_of[0] = 0;
+  } else {
+    std::vector<std::pair<std::string, uint64_t>> taken;
+    std::vector<int> taken_fds;
+    for (const size_t b : chosen.blocks) {
+      HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(blocks[b].first));
+      index_of[b] = static_cast<int>(devices.size());
+      devices.push_back(std::move(device));
+      taken.push_back(blocks[b]);
+      taken_fds.push_back(fds.fds()[b]);
+    }
+    HOIST_ASSIGN_OR_RETURN(mapped, MapBlocks(devices, taken, taken_fds, request.share));
   }
-  HOIST_ASSIGN_OR_RETURN(const std::vector<void*> mapped,
-                         MapBlocks(devices, taken, taken_fds, request.share));
   out.model = std::make_unique<LoadedModel>(devices, out.dir.tensors.size());
   for (size_t d = 0; d < mapped.size(); ++d) out.model->AdoptBlock(d, mapped[d]);
   uint64_t bytes = 0;
@@ -531,7 +578,7 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
   LoadReport& r = out.model->report;
   r.tensors = tensors;
   r.tensor_bytes = bytes;
-  r.wall_s = SecondsSince(start);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& d : devices) r.device += (r.device.empty() ? "" : ", ") + d->name();
   return out;
 }

@@ -1,4 +1,5 @@
 #include "device/sim_device.h"
+#include <algorithm>
 
 #include <chrono>
 #include <cstring>
@@ -40,7 +41,7 @@ std::map<uintptr_t, uint64_t>& Pinned() {
 }
 
 DeviceInfo SimDeviceInfo(const SimOptions& options) {
-  DeviceInfo info{"sim",
+  DeviceInfo info{options.id < 0 ? std::string("sim") : "sim:" + std::to_string(options.id),
                   DeviceKind::kSim,
                   "simulated DMA engine at " + FormatRate(options.bandwidth) +
                       (options.host_bandwidth > 0
@@ -381,6 +382,11 @@ Result<SimOptions> ParseSimOptions(const std::string& text) {
     if (comma == std::string::npos) comma = text.size();
     const std::string item = text.substr(start, comma - start);
     start = comma + 1;
+    if (!item.empty() && item.size() <= 4 &&
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      o.id = std::stoi(item);  // "sim:1": the second of several sims, named so
+      continue;
+    }
     if (!item.empty()) HOIST_RETURN_IF_ERROR(SetSimOption(o, item));
   }
   return o;

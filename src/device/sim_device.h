@@ -45,6 +45,9 @@ struct SimOptions {
   bool abandon = true;            // Abandon() stops its copies (false: a GPU whose engine hung)
   bool decode = true;             // decodes packed tensors itself
   bool hang_decode = false;
+  // Its number, when several sims stand for several GPUs that must be told apart by name
+  // ("sim:1", as "cuda:1"; a bare number among the options); -1: the one named "sim".
+  int id = -1;
 };
 
 inline constexpr uint64_t kSimPageableLimit = 1 << 20;

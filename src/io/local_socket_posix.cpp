@@ -20,7 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Every message starts with these 4 bytes and its length (8 bytes, little-endian).
-constexpr char kMagic[4] = {'H', 'L', 'D', '1'};
+constexpr char kMessageMagic[4] = {'H', 'L', 'D', '1'};
 constexpr size_t kHeaderBytes = 12;
 // How often a wait looks at cancel and the stop signals.
 constexpr int kPollSliceMs = 50;
@@ -46,8 +46,8 @@ Result<sockaddr_un> AddressOf(const std::string& path) {
 
 // Waits until fd is ready for `events`: true; false once the deadline passed. Cancelled by
 // *cancel or a stop signal.
-Result<bool> WaitFor(int fd, short events, Clock::time_point deadline,
-                     const std::atomic<bool>* cancel) {
+Result<bool> WaitForSocket(int fd, short events, Clock::time_point deadline,
+                           const std::atomic<bool>* cancel) {
   for (;;) {
     if (cancel != nullptr && cancel->load()) return Status::Cancelled("cancelled");
     HOIST_RETURN_IF_ERROR(StopRequested());
@@ -67,7 +67,7 @@ Clock::time_point DeadlineIn(double seconds) {
 
 // The length a message's header gives, checked.
 Result<uint64_t> MessageLength(const std::string& header, const std::string& peer) {
-  if (std::memcmp(header.data(), kMagic, sizeof kMagic) != 0) {
+  if (std::memcmp(header.data(), kMessageMagic, sizeof kMessageMagic) != 0) {
     return Status::IoError(peer + " does not speak hoist's protocol");
   }
   uint64_t length = 0;
@@ -113,7 +113,7 @@ Status LocalConnection::Send(const std::string& text, const std::vector<int>& fd
   if (fds.size() > kMaxLocalDescriptors || text.size() > kMaxLocalMessageBytes) {
     return Status::Internal("a message to " + peer + " too large to send");
   }
-  std::string bytes(kMagic, sizeof kMagic);
+  std::string bytes(kMessageMagic, sizeof kMessageMagic);
   uint64_t length = text.size();
   for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((length >> (8 * i)) & 0xff));
   bytes += text;
@@ -142,7 +142,7 @@ Status LocalConnection::Send(const std::string& text, const std::vector<int>& fd
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      HOIST_ASSIGN_OR_RETURN(const bool ready, WaitFor(fd_, POLLOUT, deadline, nullptr));
+      HOIST_ASSIGN_OR_RETURN(const bool ready, WaitForSocket(fd_, POLLOUT, deadline, nullptr));
       if (!ready) {
         return Status::Stalled(peer + " took no message for " + FormatSeconds(timeout_s));
       }
@@ -197,7 +197,7 @@ Status LocalConnection::ReceiveInto(LocalMessage& out, double timeout_s,
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       return Status::IoError("reading from " + peer + ": " + Errno());
     }
-    HOIST_ASSIGN_OR_RETURN(const bool ready, WaitFor(fd_, POLLIN, deadline, cancel));
+    HOIST_ASSIGN_OR_RETURN(const bool ready, WaitForSocket(fd_, POLLIN, deadline, cancel));
     if (!ready) return Status::Stalled(peer + " sent no answer for " + FormatSeconds(timeout_s));
   }
   out.text = bytes.substr(kHeaderBytes);
@@ -283,7 +283,8 @@ Result<LocalConnection> ConnectLocal(const std::string& path, double timeout_s) 
     return Status::IoError(path + ": cannot connect: " + Errno());
   }
   // A full backlog: the holder is busy answering others.
-  HOIST_ASSIGN_OR_RETURN(const bool ready, WaitFor(fd, POLLOUT, DeadlineIn(timeout_s), nullptr));
+  HOIST_ASSIGN_OR_RETURN(const bool ready,
+                         WaitForSocket(fd, POLLOUT, DeadlineIn(timeout_s), nullptr));
   if (!ready) return Status::Stalled(path + ": no connection within " + FormatSeconds(timeout_s));
   int error = 0;
   socklen_t size = sizeof error;

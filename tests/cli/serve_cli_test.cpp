@@ -161,6 +161,24 @@ TEST_F(ServeTest, AnAttachTakesTheHoldersDevicesOrOneOfThem) {
   EXPECT_NE(verify.err.find("'p' holds parts of tensors"), std::string::npos) << verify.err;
 }
 
+TEST_F(ServeTest, AnotherDeviceGetsACopyOverItsLinkToTheHolders) {
+  // sim:0 and sim:1 stand for two GPUs of one host (peers by default).
+  auto holder = Serve("m", "sim:0");
+  const CommandResult copied = RunHoist({"attach", "m", "--device", "sim:1", "--verify", "--json"});
+  EXPECT_EQ(copied.exit_code, 0) << copied.err;
+  EXPECT_NE(copied.out.find("\"device\":\"sim:1\""), std::string::npos) << copied.out;
+  EXPECT_NE(copied.out.find("\"verified\":true"), std::string::npos) << copied.out;
+  const CommandResult no_link = RunHoist({"attach", "m", "--device", "sim:2,peers=0"});
+  EXPECT_EQ(no_link.exit_code, 1);
+  EXPECT_NE(no_link.err.find("sim:2 has no direct link to sim:0, which holds the model"),
+            std::string::npos)
+      << no_link.err;
+  const CommandResult shared = RunHoist({"attach", "m", "--device", "sim:1", "--share"});
+  EXPECT_EQ(shared.exit_code, 1);
+  EXPECT_NE(shared.err.find("a shared attach maps the memory where it is"), std::string::npos)
+      << shared.err;
+}
+
 TEST_F(ServeTest, RefusalsAreOneClearLine) {
   auto holder = Serve("m", "host");
   const CommandResult twice = RunHoist({"serve", model_, "--device", "host", "--name", "m"});
