@@ -76,8 +76,7 @@ inline constexpr const char* kGpuDriverLibrary = "libcuda.so.1";
 #define gpuMemcpy2DAsyncH2D(dst, dpitch, src, spitch, width, rows, s) \
   cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyHostToDevice, s)
 #define gpuMemcpyD2H(dst, src, n) cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost)
-#define gpuMemcpyAsyncD2D(dst, src, n, s) \
-  cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s)
+#define gpuMemcpyAsyncD2D(dst, src, n, s) cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s)
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
