@@ -1,5 +1,6 @@
 // The GPU backend for CUDA and HIP (one source, two vendors through gpu_vendor.h): streams,
 // asynchronous copies from pinned memory, events polled rather than waited on.
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -34,6 +35,22 @@ std::string DescribeGpuError(gpuError_t err) {
 
 Status GpuStatus(gpuError_t err, const std::string& device, const char* what) {
   return Status::DeviceError(device + ": " + what + " failed: " + gpuGetErrorString(err));
+}
+
+// The runtime's description of GPU ordinal, asked once per process: it is slow to answer
+// (every attribute is queried), and an attach opens its device in a few milliseconds.
+bool CachedProperties(int ordinal, gpuDeviceProp_t& out) {
+  static std::mutex mutex;
+  static auto* cache = new std::map<int, gpuDeviceProp_t>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache->find(ordinal);
+  if (it == cache->end()) {
+    gpuDeviceProp_t prop{};
+    if (gpuGetDeviceProperties(&prop, ordinal) != gpuSuccess) return false;
+    it = cache->emplace(ordinal, prop).first;
+  }
+  out = it->second;
+  return true;
 }
 
 class GpuDevice;
@@ -279,7 +296,7 @@ class GpuDevice final : public Device {
   Status Start(int streams) {
     HOIST_RETURN_IF_ERROR(Bind());
     gpuDeviceProp_t prop{};
-    if (gpuGetDeviceProperties(&prop, ordinal_) == gpuSuccess) description_ = prop.name;
+    if (CachedProperties(ordinal_, prop)) description_ = prop.name;
     for (int i = 0; i < streams; ++i) {
       gpuStream_t s = nullptr;
       gpuError_t err = gpuStreamCreateNonBlocking(&s);
@@ -342,7 +359,7 @@ DeviceInfo DescribeGpu(int ordinal) {
   info.name = std::string(HOIST_GPU_PREFIX) + ":" + std::to_string(ordinal);
   info.kind = DeviceKind::kGpu;
   gpuDeviceProp_t prop{};
-  if (gpuGetDeviceProperties(&prop, ordinal) == gpuSuccess) {
+  if (CachedProperties(ordinal, prop)) {
     info.description = prop.name;
     info.total_memory = prop.totalGlobalMem;
   }
