@@ -746,16 +746,19 @@ const char* hoist_loaded_report_json(const hoist_loaded* loaded) {
 void hoist_loaded_free(hoist_loaded* loaded) { delete loaded; }
 
 const char* hoist_held_models_json(void) {
-  thread_local std::string text;
+  std::string built;
   const hoist_status status = Guarded([&] {
     auto held = hoist::ListHeld(2.0);
     if (!held.ok()) return Fail(held.status());
     nlohmann::ordered_json j = {{"held", nlohmann::ordered_json::array()}};
     for (const hoist::HeldSummary& s : *held) j["held"].push_back(hoist::SummaryToJson(s));
-    text = hoist::DumpJson(j);
+    built = hoist::DumpJson(j);
     return HOIST_OK;
   });
-  return status == HOIST_OK ? text.c_str() : nullptr;
+  if (status != HOIST_OK) return nullptr;
+  static thread_local std::string text;  // valid until this thread's next call
+  text = std::move(built);
+  return text.c_str();
 }
 
 void hoist_attach_options_init(hoist_attach_options* options) {
