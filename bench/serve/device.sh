@@ -10,8 +10,8 @@
 # repository with the portable binaries in .device (scripts/device/prepare.sh):
 #   bash bench/serve/device.sh
 # Environment: HOIST_MODEL_DIR (/root/hoist-llama; written when missing), RUNS (10), ATTACHERS
-# (8; 0 skips that part), QUICK=1 (the attaches alone), LAYERS (32). Results: $OUT/log.txt, $OUT/summary.json. Exits 1 when
-# an expectation fails.
+# (8; 0 skips that part), QUICK=1 (the attaches alone), LAYERS (32). Results: $OUT/log.txt,
+# $OUT/summary.json. Exits 1 when an expectation fails.
 set -uo pipefail
 BIN=$PWD/.device
 OUT=${OUT:-/tmp/hoist-device-out}
