@@ -60,6 +60,18 @@ std::string NameFromPython(const py::str& name) {
   return std::string(py::reinterpret_steal<py::bytes>(bytes));
 }
 
+// Per tensor of `model`, its dtype's block: (values, bytes); (0, 0) for a dtype without one.
+std::vector<std::pair<uint32_t, uint32_t>> BlocksOf(const hoist_model* model) {
+  const size_t n = hoist_model_tensor_count(model);
+  std::vector<std::pair<uint32_t, uint32_t>> out(n, {0, 0});
+  for (size_t i = 0; i < n; ++i) {
+    if (hoist_model_tensor_block(model, i, &out[i].first, &out[i].second) != HOIST_OK) {
+      out[i] = {0, 0};
+    }
+  }
+  return out;
+}
+
 // One tensor: (name, dtype, shape, nbytes, file index, byte offset).
 using TensorTuple =
     std::tuple<py::str, std::string, std::vector<uint64_t>, uint64_t, uint32_t, uint64_t>;
@@ -613,16 +625,7 @@ class Model {
   }
 
   // Per tensor, its dtype's block: (values, bytes); (0, 0) for a dtype without one.
-  std::vector<std::pair<uint32_t, uint32_t>> blocks() const {
-    const size_t n = hoist_model_tensor_count(model_.get());
-    std::vector<std::pair<uint32_t, uint32_t>> out(n, {0, 0});
-    for (size_t i = 0; i < n; ++i) {
-      if (hoist_model_tensor_block(model_.get(), i, &out[i].first, &out[i].second) != HOIST_OK) {
-        out[i] = {0, 0};
-      }
-    }
-    return out;
-  }
+  std::vector<std::pair<uint32_t, uint32_t>> blocks() const { return BlocksOf(model_.get()); }
 
   // Copies the named tensors into the given addresses (each with room for the tensor's
   // nbytes, on `device`) and returns the load report (JSON). The caller keeps the memory
@@ -775,14 +778,7 @@ class Attached {
   // Per tensor: (values, bytes) of its dtype's block; (0, 0) where hoist has no geometry.
   std::vector<std::pair<uint32_t, uint32_t>> blocks() const {
     Check();
-    const size_t n = hoist_model_tensor_count(model_.get());
-    std::vector<std::pair<uint32_t, uint32_t>> out(n, {0, 0});
-    for (size_t i = 0; i < n; ++i) {
-      if (hoist_model_tensor_block(model_.get(), i, &out[i].first, &out[i].second) != HOIST_OK) {
-        out[i] = {0, 0};
-      }
-    }
-    return out;
+    return BlocksOf(model_.get());
   }
   void close() {
     loaded_.reset();
