@@ -115,12 +115,17 @@ nlohmann::ordered_json SummaryToJson(const HeldSummary& s) {
   return j;
 }
 
+namespace {
+// A character a held name may hold.
+bool IsHeldNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+}  // namespace
+
 Status CheckHeldName(const std::string& name) {
   const bool ok = !name.empty() && name.size() <= 64 && name[0] != '.' && name[0] != '-' &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-                  });
+                  std::all_of(name.begin(), name.end(), IsHeldNameChar);
   if (ok) return Status::Ok();
   return Status::InvalidArgument("'" + name +
                                  "' is not a name a model is held under: 1 to 64 of A-Z a-z 0-9 "
@@ -140,10 +145,7 @@ std::string DefaultHeldName(const std::string& model_path) {
     }
   }
   for (char& c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-          c == '_' || c == '-')) {
-      c = '-';
-    }
+    if (!IsHeldNameChar(c)) c = '-';
   }
   while (!name.empty() && (name[0] == '.' || name[0] == '-')) name.erase(0, 1);
   if (name.size() > 64) name.resize(64);
@@ -467,6 +469,7 @@ struct Chosen {
   std::vector<size_t> blocks;
   std::shared_ptr<CheckedDevice> peer;
   std::shared_ptr<CheckedDevice> source;  // with peer: the holder's device, opened here
+  std::shared_ptr<CheckedDevice> asked;   // the device asked for, opened to learn its name
 };
 
 Result<Chosen> ChooseBlocks(const AttachRequest& request,
@@ -477,6 +480,7 @@ Result<Chosen> ChooseBlocks(const AttachRequest& request,
     return chosen;
   }
   HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(request.device));
+  chosen.asked = device;
   const std::string asked = device->name();  // as the device calls itself ("gpu:0": "cuda:0")
   std::string held_on;
   for (size_t b = 0; b < blocks.size(); ++b) {
@@ -554,7 +558,11 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
     std::vector<std::pair<std::string, uint64_t>> taken;
     std::vector<int> taken_fds;
     for (const size_t b : chosen.blocks) {
-      HOIST_ASSIGN_OR_RETURN(auto device, OpenDevice(blocks[b].first));
+      // The device asked for was opened to learn its name: not opened again.
+      std::shared_ptr<CheckedDevice> device = chosen.asked;
+      if (!device) {
+        HOIST_ASSIGN_OR_RETURN(device, OpenDevice(blocks[b].first));
+      }
       index_of[b] = static_cast<int>(devices.size());
       devices.push_back(std::move(device));
       taken.push_back(blocks[b]);
