@@ -22,14 +22,15 @@ void FreeHostMemory(void* ptr);
 // Whether AllocateSharedHostMemory works here.
 bool HostMemoryCanBeShared();
 // Host memory another process of this machine can map (hoist serve): an anonymous file
-// (Linux's memfd) mapped shared, read and written here. Its pages live while any process maps
-// it or holds a descriptor of it. kUnavailable where the platform has none.
+// (Linux's memfd) mapped shared, read and written here, its size sealed. Its pages live while
+// any process maps it or holds a descriptor of it. kUnavailable where the platform has none.
 Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who);
 // A new descriptor of the file behind shared memory at ptr (from AllocateSharedHostMemory),
 // the caller's to close.
 Result<ExportedMemory> ExportSharedHostMemory(void* ptr);
-// Maps `bytes` of the shared memory behind descriptor fd, read-only; fd stays the caller's. A
-// file shorter than `bytes` is kInvalidArgument (its pages would fault past the end).
+// Maps `bytes` of the shared memory behind descriptor fd, read-only; fd stays the caller's.
+// kIoError for memory whose size is not sealed or is shorter than `bytes` (its pages could
+// fault past the end): another process sent it.
 Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who);
 uint64_t PhysicalMemoryBytes();
 uint64_t AvailableMemoryBytes();

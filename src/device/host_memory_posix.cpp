@@ -24,6 +24,11 @@ std::unordered_map<void*, int>& SharedFiles() {
   return *files;
 }
 
+#if defined(__linux__)
+// The seals a shared allocation carries, and the ones a mapper insists on.
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+#endif
+
 Status SharedMemoryError(const char* who, const std::string& what) {
   return Status::DeviceError(std::string(who) + ": " + what + ": " + std::strerror(errno));
 }
@@ -81,11 +86,18 @@ bool HostMemoryCanBeShared() {
 
 Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who) {
 #if defined(__linux__)
-  const int fd = ::memfd_create("hoist-held-model", MFD_CLOEXEC);
+  const int fd = ::memfd_create("hoist-held-model", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return SharedMemoryError(who, "cannot create shared memory");
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     Status failed =
         SharedMemoryError(who, "cannot size shared memory to " + std::to_string(bytes) + " bytes");
+    ::close(fd);
+    return failed;
+  }
+  // Its size fixed for good: a process that maps it can trust fstat, and no one (this process
+  // included) can cut pages from under a mapping, which would fault on access (SIGBUS).
+  if (::fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
+    Status failed = SharedMemoryError(who, "cannot seal the size of shared memory");
     ::close(fd);
     return failed;
   }
@@ -119,10 +131,21 @@ Result<ExportedMemory> ExportSharedHostMemory(void* ptr) {
 }
 
 Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
+#if defined(__linux__)
+  // Memory another process made: unless its size is sealed, that process could shrink it under
+  // the mapping and this one would die on the next read. A regular file or a pipe has no seals.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kSizeSeals) != kSizeSeals) {
+    return Status::IoError(
+        std::string(who) + ": the shared memory sent is " +
+        (seals < 0 ? "not sealable memory (memfd)" : "not sealed against shrinking and growing") +
+        ": the process that sent it could cut it under the mapping; refused");
+  }
+#endif
   struct stat st {};
   if (::fstat(fd, &st) != 0) return SharedMemoryError(who, "cannot read shared memory's size");
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) < bytes) {
-    return Status::InvalidArgument(std::string(who) + ": shared memory of " +
+    return Status::IoError(std::string(who) + ": shared memory of " +
                                    std::to_string(st.st_size) + " bytes is said to hold " +
                                    std::to_string(bytes));
   }

@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -231,6 +233,64 @@ TEST_F(ServeTest, RefusalsAreOneClearLine) {
   EXPECT_NE(open_dir.err.find("open to other users (mode 0755)"), std::string::npos)
       << open_dir.err;
   ASSERT_EQ(::chmod((runtime_ + "/hoist").c_str(), 0700), 0);
+}
+
+// A holder that lies: it relays a real holder's answer with memory of its own in place of the
+// held memory, memory whose size it could change under the attacher's mapping.
+TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
+  auto holder = Serve("m", "host");
+  auto real = ConnectLocal(Socket("m"), 5);
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  ASSERT_TRUE(real->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
+  auto answer = real->Receive(5, nullptr, "the holder");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  ASSERT_EQ(answer->fds.size(), 1u);
+  struct stat held {};
+  ASSERT_EQ(::fstat(answer->fds[0], &held), 0);
+  // The real holder's memory cannot be cut, not even by the holder.
+  EXPECT_NE(::ftruncate(answer->fds[0], 0), 0);
+  EXPECT_EQ(errno, EPERM);
+
+  const int unsealed = ::memfd_create("liar", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, held.st_size), 0);
+  const std::string plain_path = tmp_.File("plain");
+  WriteBytes(plain_path, std::vector<unsigned char>(static_cast<size_t>(held.st_size)));
+  const int plain = ::open(plain_path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(plain, 0);
+  const std::vector<std::pair<int, std::string>> lies = {
+      {unsealed, "not sealed against shrinking and growing"},
+      {plain, "not sealable memory (memfd)"}};
+  const std::string liar = tmp_.File("liar.sock");
+  auto listener = LocalListener::Listen(liar, false);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  for (const auto& [fd, refusal] : lies) {
+    for (const bool share : {true, false}) {
+      SCOPED_TRACE(refusal + (share ? " (shared)" : " (private)"));
+      std::thread fake([&, fd = fd] {  // answers one attach with the real answer and its own fd
+        for (int tries = 0; tries < 500; ++tries) {
+          auto c = listener->Accept(20);
+          if (!c.ok() || !c->has_value()) continue;
+          if ((*c)->Receive(5, nullptr, "the attacher").ok()) {
+            (void)(*c)->Send(answer->text, {fd}, 5, "the attacher");
+          }
+          return;
+        }
+      });
+      std::vector<std::string> args = {"attach", liar};
+      if (share) args.push_back("--share");
+      const CommandResult attached = RunHoist(args);
+      fake.join();
+      EXPECT_EQ(attached.exit_code, 1) << attached.err;
+      EXPECT_NE(attached.err.find("host: the shared memory sent is " + refusal +
+                                  ": the process that sent it could cut it under the mapping"),
+                std::string::npos)
+          << attached.err;
+    }
+  }
+  ::close(unsealed);
+  ::close(plain);
+  for (int fd : answer->fds) ::close(fd);
 }
 
 // Runs `hoist attach SOCKET` as user and group 65534 (nobody); its exit code and stderr.
