@@ -534,6 +534,48 @@ Result<void*> CopyBlockToPeer(CheckedDevice& source, CheckedDevice& peer, int fd
 
 }  // namespace
 
+namespace {
+
+// The blocks an attach takes, each on its device: mapped (shared) or copied, in `devices`'
+// order; index_of[block] is its place there (-1: not taken).
+struct TakenBlocks {
+  std::vector<std::shared_ptr<CheckedDevice>> devices;
+  std::vector<void*> mapped;
+  std::vector<int> index_of;
+};
+
+Result<TakenBlocks> TakeBlocks(const AttachRequest& request, const Chosen& chosen,
+                               const std::vector<std::pair<std::string, uint64_t>>& blocks,
+                               const std::vector<int>& fds) {
+  TakenBlocks out;
+  out.index_of.assign(blocks.size(), -1);
+  if (chosen.peer) {
+    HOIST_ASSIGN_OR_RETURN(void* copy, CopyBlockToPeer(*chosen.source, *chosen.peer, fds[0],
+                                                       blocks[0].second, request.timeout_s));
+    out.devices.push_back(chosen.peer);
+    out.mapped.push_back(copy);
+    out.index_of[0] = 0;
+    return out;
+  }
+  std::vector<std::pair<std::string, uint64_t>> taken;
+  std::vector<int> taken_fds;
+  for (const size_t b : chosen.blocks) {
+    // The device asked for was opened to learn its name: not opened again.
+    std::shared_ptr<CheckedDevice> device = chosen.asked;
+    if (!device) {
+      HOIST_ASSIGN_OR_RETURN(device, OpenDevice(blocks[b].first));
+    }
+    out.index_of[b] = static_cast<int>(out.devices.size());
+    out.devices.push_back(std::move(device));
+    taken.push_back(blocks[b]);
+    taken_fds.push_back(fds[b]);
+  }
+  HOIST_ASSIGN_OR_RETURN(out.mapped, MapBlocks(out.devices, taken, taken_fds, request.share));
+  return out;
+}
+
+}  // namespace
+
 Result<AttachedModel> Attach(const AttachRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> received;
@@ -545,49 +587,26 @@ Result<AttachedModel> Attach(const AttachRequest& request) {
   std::vector<std::pair<size_t, uint64_t>> places;
   HOIST_RETURN_IF_ERROR(ReadManifest(j, fds.fds().size(), who, out, blocks, places));
   HOIST_ASSIGN_OR_RETURN(const Chosen chosen, ChooseBlocks(request, blocks));
-  std::vector<std::shared_ptr<CheckedDevice>> devices;
-  std::vector<void*> mapped;
-  std::vector<int> index_of(blocks.size(), -1);  // block -> its place among those taken
-  if (chosen.peer) {
-    HOIST_ASSIGN_OR_RETURN(void* copy, CopyBlockToPeer(*chosen.source, *chosen.peer, fds.fds()[0],
-                                                       blocks[0].second, request.timeout_s));
-    devices.push_back(chosen.peer);
-    mapped.push_back(copy);
-    index_of[0] = 0;
-  } else {
-    std::vector<std::pair<std::string, uint64_t>> taken;
-    std::vector<int> taken_fds;
-    for (const size_t b : chosen.blocks) {
-      // The device asked for was opened to learn its name: not opened again.
-      std::shared_ptr<CheckedDevice> device = chosen.asked;
-      if (!device) {
-        HOIST_ASSIGN_OR_RETURN(device, OpenDevice(blocks[b].first));
-      }
-      index_of[b] = static_cast<int>(devices.size());
-      devices.push_back(std::move(device));
-      taken.push_back(blocks[b]);
-      taken_fds.push_back(fds.fds()[b]);
-    }
-    HOIST_ASSIGN_OR_RETURN(mapped, MapBlocks(devices, taken, taken_fds, request.share));
-  }
-  out.model = std::make_unique<LoadedModel>(devices, out.dir.tensors.size());
-  for (size_t d = 0; d < mapped.size(); ++d) out.model->AdoptBlock(d, mapped[d]);
+  HOIST_ASSIGN_OR_RETURN(const TakenBlocks taken, TakeBlocks(request, chosen, blocks, fds.fds()));
+  out.model = std::make_unique<LoadedModel>(taken.devices, out.dir.tensors.size());
+  for (size_t d = 0; d < taken.mapped.size(); ++d) out.model->AdoptBlock(d, taken.mapped[d]);
   uint64_t bytes = 0;
   size_t tensors = 0;
   for (size_t i = 0; i < places.size(); ++i) {
     const auto [block, at] = places[i];  // ReadManifest checked both
-    const int d = index_of[block];
+    const int d = taken.index_of[block];
     if (d < 0) continue;  // on a device not asked for
-    out.model->SetLoaded(i, static_cast<unsigned char*>(mapped[d]) + at, static_cast<uint32_t>(d));
+    out.model->SetLoaded(i, static_cast<unsigned char*>(taken.mapped[d]) + at,
+                         static_cast<uint32_t>(d));
     bytes += out.dir.tensors[i].nbytes;
     ++tensors;
   }
-  out.plan.devices = devices.size();
+  out.plan.devices = taken.devices.size();
   LoadReport& r = out.model->report;
   r.tensors = tensors;
   r.tensor_bytes = bytes;
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto& d : devices) r.device += (r.device.empty() ? "" : ", ") + d->name();
+  for (const auto& d : taken.devices) r.device += (r.device.empty() ? "" : ", ") + d->name();
   return out;
 }
 

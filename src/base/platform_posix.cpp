@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "base/platform.h"
 
@@ -131,7 +132,10 @@ bool SharedLibraryLoads(const char* name) {
 
 extern "C" char** environ;  // NOLINT(readability-redundant-declaration): POSIX's, for posix_spawn
 
-Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, double timeout_s) {
+namespace {
+
+// `/bin/sh -c command` with its standard output on a pipe: its pid and the pipe's read end.
+Result<std::pair<pid_t, int>> SpawnShell(const std::string& command) {
   int fds[2];
   if (pipe(fds) != 0) return ErrnoStatus(errno, "pipe", command);
   posix_spawn_file_actions_t actions;
@@ -151,41 +155,46 @@ Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, d
     close(fds[0]);
     return ErrnoStatus(spawned, "posix_spawn /bin/sh -c", command);
   }
-  CommandOutput result;
-  std::string failure;
+  return std::make_pair(pid, fds[0]);
+}
+
+// Reads fd to its end into *output; why it stopped early ("" when it did not): a stop signal,
+// the timeout, or more than max_bytes.
+std::string ReadToEnd(int fd, size_t max_bytes, double timeout_s, std::string* output) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(timeout_s));
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{fd, POLLIN, 0};
     // Woken every 100 ms at most, so that a stop signal ends the wait.
     const int ready =
         left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-    if (StopSignalReceived() != 0) {
-      failure = "stopped";
-      break;
+    if (StopSignalReceived() != 0) return "stopped";
+    if (ready == 0 && left.count() <= 0) {
+      return "it ran longer than " + std::to_string(static_cast<int>(timeout_s)) + " s";
     }
-    if (ready == 0) {
-      if (left.count() <= 0) {
-        failure = "it ran longer than " + std::to_string(static_cast<int>(timeout_s)) + " s";
-        break;
-      }
-      continue;
-    }
-    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
     char buffer[4096];
-    const ssize_t n = ready < 0 ? -1 : read(fds[0], buffer, sizeof buffer);
+    const ssize_t n = ready < 0 ? -1 : read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the end of its output
-    if (result.output.size() + static_cast<size_t>(n) > max_bytes) {
-      failure = "it wrote more than " + std::to_string(max_bytes) + " bytes";
-      break;
+    if (n <= 0) return "";  // the end of its output
+    if (output->size() + static_cast<size_t>(n) > max_bytes) {
+      return "it wrote more than " + std::to_string(max_bytes) + " bytes";
     }
-    result.output.append(buffer, static_cast<size_t>(n));
+    output->append(buffer, static_cast<size_t>(n));
   }
-  close(fds[0]);
+}
+
+}  // namespace
+
+Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, double timeout_s) {
+  HOIST_ASSIGN_OR_RETURN(const auto spawned, SpawnShell(command));
+  const auto [pid, out] = spawned;
+  CommandOutput result;
+  const std::string failure = ReadToEnd(out, max_bytes, timeout_s, &result.output);
+  close(out);
   if (!failure.empty()) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {

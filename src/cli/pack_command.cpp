@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -18,6 +19,28 @@
 namespace hoist::cli {
 namespace {
 
+// Compares `bytes` of `a` at a_offset with `b` at b_offset, 64 MiB at a time: the first byte
+// that differs, or nullopt.
+Result<std::optional<uint64_t>> FirstDifference(File& a, uint64_t a_offset, File& b,
+                                                uint64_t b_offset, uint64_t bytes) {
+  std::vector<unsigned char> in_a;
+  std::vector<unsigned char> in_b;
+  for (uint64_t done = 0; done < bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, 64u << 20));
+    in_a.resize(n);
+    in_b.resize(n);
+    HOIST_RETURN_IF_ERROR(a.ReadExact(a_offset + done, in_a.data(), n));
+    HOIST_RETURN_IF_ERROR(b.ReadExact(b_offset + done, in_b.data(), n));
+    if (std::memcmp(in_a.data(), in_b.data(), n) != 0) {
+      size_t at = 0;
+      while (in_a[at] == in_b[at]) ++at;
+      return std::optional<uint64_t>(done + at);
+    }
+    done += n;
+  }
+  return std::optional<uint64_t>();
+}
+
 // Every tensor of `packed` decodes to the bytes of the same tensor of `original`.
 Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed_path) {
   HOIST_ASSIGN_OR_RETURN(const TensorDirectory packed, ReadModelDirectory(packed_path));
@@ -29,8 +52,6 @@ Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> decoded,
                          packed.source().Open(packed.files[0].path, {}));
   std::vector<std::unique_ptr<File>> files(original.files.size());
-  std::vector<unsigned char> want;
-  std::vector<unsigned char> got;
   for (size_t i = 0; i < original.tensors.size(); ++i) {
     const TensorEntry& o = original.tensors[i];
     const TensorEntry& p = packed.tensors[i];
@@ -43,21 +64,12 @@ Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed
       HOIST_ASSIGN_OR_RETURN(files[o.file],
                              original.source().Open(original.files[o.file].path, {}));
     }
-    for (uint64_t done = 0; done < o.nbytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(o.nbytes - done, 64u << 20));
-      want.resize(n);
-      got.resize(n);
-      HOIST_RETURN_IF_ERROR(files[o.file]->ReadExact(o.offset + done, want.data(), n));
-      HOIST_RETURN_IF_ERROR(decoded->ReadExact(p.offset + done, got.data(), n));
-      if (std::memcmp(want.data(), got.data(), n) != 0) {
-        size_t at = 0;
-        while (want[at] == got[at]) ++at;
-        return Status(Code::kVerifyMismatch, packed_path + ": tensor " + o.name +
-                                                 " decodes differently from the original at "
-                                                 "byte " +
-                                                 std::to_string(done + at) + " of the tensor");
-      }
-      done += n;
+    HOIST_ASSIGN_OR_RETURN(const std::optional<uint64_t> differs,
+                           FirstDifference(*files[o.file], o.offset, *decoded, p.offset, o.nbytes));
+    if (differs) {
+      return Status(Code::kVerifyMismatch, packed_path + ": tensor " + o.name +
+                                               " decodes differently from the original at byte " +
+                                               std::to_string(*differs) + " of the tensor");
     }
   }
   return Status::Ok();

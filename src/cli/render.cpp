@@ -40,6 +40,35 @@ std::string ValueText(const MetadataEntry& m) {
   return s;
 }
 
+// One row per tensor; a packed model's also show what the file holds for them and its share.
+void WriteTensorTable(const TensorDirectory& dir, std::ostringstream& os) {
+  if (dir.tensors.empty()) return;
+  size_t name_width = 4;
+  for (const TensorEntry& t : dir.tensors) name_width = std::max(name_width, t.name.size());
+  const bool packed = std::any_of(dir.tensors.begin(), dir.tensors.end(),
+                                  [](const TensorEntry& t) { return t.stored_bytes != 0; });
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-*s  %-8s  %-24s  %4s  %14s  %14s%s\n",
+                static_cast<int>(name_width), "name", "dtype", "shape", "file", "offset", "bytes",
+                packed ? "          stored   ratio" : "");
+  os << line;
+  for (const TensorEntry& t : dir.tensors) {
+    os << "  " << t.name << std::string(name_width - t.name.size(), ' ');
+    std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu", t.dtype.c_str(),
+                  ShapeText(t.shape).c_str(), t.file, static_cast<unsigned long long>(t.offset),
+                  static_cast<unsigned long long>(t.nbytes));
+    os << line;
+    if (packed) {
+      std::snprintf(
+          line, sizeof line, "  %14llu  %5.1f%%", static_cast<unsigned long long>(t.stored_bytes),
+          t.nbytes > 0 ? 100.0 * static_cast<double>(t.stored_bytes) / static_cast<double>(t.nbytes)
+                       : 100.0);
+      os << line;
+    }
+    os << "\n";
+  }
+}
+
 }  // namespace
 
 std::string DirectoryToText(const TensorDirectory& dir) {
@@ -62,34 +91,7 @@ std::string DirectoryToText(const TensorDirectory& dir) {
     os << "  " << m.key << " (" << m.type << ") = " << ValueText(m) << "\n";
   }
   os << "tensors   " << dir.tensors.size() << "\n";
-  if (!dir.tensors.empty()) {
-    size_t name_width = 4;
-    for (const TensorEntry& t : dir.tensors) name_width = std::max(name_width, t.name.size());
-    // A packed model's tensors also show what the file holds for them and its share.
-    const bool packed = std::any_of(dir.tensors.begin(), dir.tensors.end(),
-                                    [](const TensorEntry& t) { return t.stored_bytes != 0; });
-    char line[512];
-    std::snprintf(line, sizeof line, "  %-*s  %-8s  %-24s  %4s  %14s  %14s%s\n",
-                  static_cast<int>(name_width), "name", "dtype", "shape", "file", "offset", "bytes",
-                  packed ? "          stored   ratio" : "");
-    os << line;
-    for (const TensorEntry& t : dir.tensors) {
-      os << "  " << t.name << std::string(name_width - t.name.size(), ' ');
-      std::snprintf(line, sizeof line, "  %-8s  %-24s  %4u  %14llu  %14llu", t.dtype.c_str(),
-                    ShapeText(t.shape).c_str(), t.file, static_cast<unsigned long long>(t.offset),
-                    static_cast<unsigned long long>(t.nbytes));
-      os << line;
-      if (packed) {
-        std::snprintf(
-            line, sizeof line, "  %14llu  %5.1f%%", static_cast<unsigned long long>(t.stored_bytes),
-            t.nbytes > 0
-                ? 100.0 * static_cast<double>(t.stored_bytes) / static_cast<double>(t.nbytes)
-                : 100.0);
-        os << line;
-      }
-      os << "\n";
-    }
-  }
+  WriteTensorTable(dir, os);
   std::map<std::string, std::pair<uint64_t, uint64_t>> by_dtype;
   for (const TensorEntry& t : dir.tensors) {
     auto& [count, bytes] = by_dtype[t.dtype];

@@ -145,9 +145,8 @@ Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return SharedMemoryError(who, "cannot read shared memory's size");
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) < bytes) {
-    return Status::IoError(std::string(who) + ": shared memory of " +
-                                   std::to_string(st.st_size) + " bytes is said to hold " +
-                                   std::to_string(bytes));
+    return Status::IoError(std::string(who) + ": shared memory of " + std::to_string(st.st_size) +
+                           " bytes is said to hold " + std::to_string(bytes));
   }
   if (bytes == 0) return Status::InvalidArgument(std::string(who) + ": no shared memory to map");
   void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);

@@ -62,7 +62,8 @@ class GgufParser {
   }
 
  private:
-  Status ParsePreamble() {
+  // The magic and a version hoist reads (2 or 3), each refusal naming what it found.
+  Status ReadMagicAndVersion() {
     uint32_t magic = 0;
     HOIST_RETURN_IF_ERROR(in_.ReadScalar(&magic, "the GGUF magic"));
     if (magic != kGgufMagic) {
@@ -75,20 +76,23 @@ class GgufParser {
                          std::string("not a GGUF file: magic is '") + text + "', expected 'GGUF'");
     }
     HOIST_RETURN_IF_ERROR(in_.ReadScalar(&dir_.version, "the GGUF version"));
-    if (dir_.version != 2 && dir_.version != 3) {
-      const uint32_t swapped = __builtin_bswap32(dir_.version);
-      if (swapped >= 1 && swapped <= 3) {
-        return in_.Invalid(4, "GGUF version " + std::to_string(dir_.version) + " is version " +
-                                  std::to_string(swapped) +
-                                  " byte-swapped: the file is big-endian, which hoist does not "
-                                  "read");
-      }
-      if (dir_.version == 1) {
-        return in_.Invalid(4, "GGUF version 1 is not supported (only versions 2 and 3)");
-      }
-      return in_.Invalid(4, "unsupported GGUF version " + std::to_string(dir_.version) +
-                                " (only versions 2 and 3)");
+    if (dir_.version == 2 || dir_.version == 3) return Status::Ok();
+    const uint32_t swapped = __builtin_bswap32(dir_.version);
+    if (swapped >= 1 && swapped <= 3) {
+      return in_.Invalid(4, "GGUF version " + std::to_string(dir_.version) + " is version " +
+                                std::to_string(swapped) +
+                                " byte-swapped: the file is big-endian, which hoist does not "
+                                "read");
     }
+    if (dir_.version == 1) {
+      return in_.Invalid(4, "GGUF version 1 is not supported (only versions 2 and 3)");
+    }
+    return in_.Invalid(
+        4, "unsupported GGUF version " + std::to_string(dir_.version) + " (only versions 2 and 3)");
+  }
+
+  Status ParsePreamble() {
+    HOIST_RETURN_IF_ERROR(ReadMagicAndVersion());
     HOIST_RETURN_IF_ERROR(in_.ReadScalar(&tensor_count_, "the tensor count"));
     HOIST_RETURN_IF_ERROR(in_.ReadScalar(&kv_count_, "the metadata count"));
     // Each tensor info takes at least 24 bytes and each key-value pair at least 13.
@@ -203,6 +207,22 @@ class GgufParser {
     return Status::Internal("unreachable GGUF value type");
   }
 
+  // general.alignment: a UINT32 power of two, which places the tensor data.
+  Status TakeAlignment(const MetadataEntry& entry, uint32_t type, uint64_t type_at,
+                       uint64_t value_at) {
+    if (type != static_cast<uint32_t>(GgufValueType::kUint32)) {
+      return in_.Invalid(
+          type_at, std::string("general.alignment must be a UINT32, not ") + ValueTypeName(type));
+    }
+    const uint32_t a = entry.value.get<uint32_t>();
+    if (!IsPowerOfTwo(a)) {
+      return in_.Invalid(
+          value_at, "general.alignment " + std::to_string(a) + " is not a non-zero power of two");
+    }
+    alignment_ = a;
+    return Status::Ok();
+  }
+
   Status ParseMetadata() {
     std::unordered_set<std::string> keys;
     for (uint64_t i = 0; i < kv_count_; ++i) {
@@ -223,16 +243,7 @@ class GgufParser {
       const uint64_t value_at = in_.position();
       HOIST_RETURN_IF_ERROR(ReadValue(type, 0, &entry.value, &entry.element_type, &entry.count));
       if (entry.key == "general.alignment") {
-        if (type != static_cast<uint32_t>(GgufValueType::kUint32)) {
-          return in_.Invalid(type_at, std::string("general.alignment must be a UINT32, not ") +
-                                          ValueTypeName(type));
-        }
-        const uint32_t a = entry.value.get<uint32_t>();
-        if (!IsPowerOfTwo(a)) {
-          return in_.Invalid(value_at, "general.alignment " + std::to_string(a) +
-                                           " is not a non-zero power of two");
-        }
-        alignment_ = a;
+        HOIST_RETURN_IF_ERROR(TakeAlignment(entry, type, type_at, value_at));
       }
       dir_.metadata.push_back(std::move(entry));
     }

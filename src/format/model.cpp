@@ -150,6 +150,20 @@ Status CheckShard(const TensorDirectory& part, const std::string& path, const st
   return Status::Ok();
 }
 
+// Each tensor the index lists is held by the shard it names (`owner`: tensor -> file).
+Status CheckEveryListedTensorHeld(const IndexText& index, const std::string& index_path,
+                                  const std::map<std::string, std::string>& expected,
+                                  const std::unordered_map<std::string, uint32_t>& owner) {
+  for (const auto& [tensor, shard] : expected) {
+    if (owner.find(tensor) == owner.end()) {
+      return Status::InvalidModel(
+          index_path, index.PositionOf(tensor),
+          "tensor '" + tensor + "' is listed for shard '" + shard + "', which does not hold it");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string& index_path) {
   HOIST_ASSIGN_OR_RETURN(const IndexText index, ReadIndex(storage, index_path));
   const std::string dir = storage.Parent(index_path);
@@ -167,13 +181,7 @@ Result<TensorDirectory> OpenSafetensorsIndex(Storage& storage, const std::string
     if (whole.files.empty()) whole.metadata = part.metadata;
     HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
   }
-  for (const auto& [tensor, shard] : expected) {
-    if (owner.find(tensor) == owner.end()) {
-      return Status::InvalidModel(
-          index_path, index.PositionOf(tensor),
-          "tensor '" + tensor + "' is listed for shard '" + shard + "', which does not hold it");
-    }
-  }
+  HOIST_RETURN_IF_ERROR(CheckEveryListedTensorHeld(index, index_path, expected, owner));
   if (index.root.contains("metadata") && index.root["metadata"].is_object()) {
     for (const auto& [k, v] : index.root["metadata"].items()) {
       whole.metadata.push_back({k, v.is_string() ? "STRING" : "JSON", "", 1, v});
@@ -237,6 +245,21 @@ Result<TensorDirectory> OpenGgufSplits(Storage& storage, const std::string& firs
 
 Result<TensorDirectory> ReadAnyShape(Storage& storage, const std::string& path);
 
+// The .safetensors files of a directory with no index, as one model (the first file's metadata).
+Result<TensorDirectory> MergeSafetensorsFiles(Storage& storage,
+                                              const std::vector<std::string>& files) {
+  TensorDirectory whole;
+  whole.format = "safetensors";
+  std::unordered_map<std::string, uint32_t> owner;
+  for (const std::string& p : files) {
+    HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, p));
+    if (whole.files.empty()) whole.metadata = part.metadata;
+    HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
+  }
+  whole.IndexNames();
+  return whole;
+}
+
 // The model of a directory whose files (each as storage.Join(dir, name)) are `names`: its
 // safetensors index, else every .safetensors file, else its one .gguf file or GGUF split set.
 // The one rule for every source: a local directory, a cached hub snapshot, the hub's listing.
@@ -254,18 +277,7 @@ Result<TensorDirectory> OpenDirectory(Storage& storage, const std::string& dir,
   }
   std::sort(safetensors.begin(), safetensors.end());
   std::sort(gguf.begin(), gguf.end());
-  if (!safetensors.empty()) {
-    TensorDirectory whole;
-    whole.format = "safetensors";
-    std::unordered_map<std::string, uint32_t> owner;
-    for (const std::string& p : safetensors) {
-      HOIST_ASSIGN_OR_RETURN(TensorDirectory part, ReadOneFile(storage, p));
-      if (whole.files.empty()) whole.metadata = part.metadata;
-      HOIST_RETURN_IF_ERROR(Merge(whole, std::move(part), owner));
-    }
-    whole.IndexNames();
-    return whole;
-  }
+  if (!safetensors.empty()) return MergeSafetensorsFiles(storage, safetensors);
   if (gguf.size() == 1) return ReadAnyShape(storage, gguf[0]);
   const std::optional<GgufSplitName> split = gguf.empty() ? std::nullopt : ParseSplitName(gguf[0]);
   if (split && split->number == 1 && gguf.size() == static_cast<size_t>(split->count)) {

@@ -535,6 +535,32 @@ Response HttpSource::Once(CURL* h, const std::string& url, uint64_t offset, size
   return response;
 }
 
+namespace {
+
+bool IsRedirect(long code) {
+  return code == 301 || code == 302 || code == 303 || code == 307 || code == 308;
+}
+
+// Where the redirect just received leads, or "" (with *refused saying why, when it is
+// refused): only to http(s), at most 10 hops.
+std::string RedirectLocation(CURL* h, int hop, std::string* refused) {
+  char* next = nullptr;
+  curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
+  if (next == nullptr) return "";
+  std::string location = next;
+  if (location.rfind("http://", 0) != 0 && location.rfind("https://", 0) != 0) {
+    *refused = "a redirect to a URL that is not http(s)";
+    return "";
+  }
+  if (hop == 10) {
+    *refused = "more than 10 redirects";
+    return "";
+  }
+  return location;
+}
+
+}  // namespace
+
 Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, size_t n, Sink* sink,
                             const std::atomic<bool>* aborted, const RequestAuth& auth,
                             CURLcode* code, std::string* refused) {
@@ -545,8 +571,7 @@ Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, si
   uint64_t linked_size = UINT64_MAX;
   for (int hop = 0;; ++hop) {
     Response r = Once(h, target, offset, n, sink, aborted, credentials ? &auth : nullptr, code);
-    const bool redirect =
-        r.code == 301 || r.code == 302 || r.code == 303 || r.code == 307 || r.code == 308;
+    const bool redirect = IsRedirect(r.code);
     if (credentials && redirect && !r.linked_etag.empty()) {
       linked_etag = r.linked_etag;
       linked_size = r.linked_size;
@@ -558,18 +583,8 @@ Response HttpSource::Follow(CURL* h, const std::string& url, uint64_t offset, si
       }
       return r;
     }
-    char* next = nullptr;
-    curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &next);
-    if (next == nullptr) return r;
-    const std::string location = next;
-    if (location.rfind("http://", 0) != 0 && location.rfind("https://", 0) != 0) {
-      *refused = "a redirect to a URL that is not http(s)";
-      return r;
-    }
-    if (hop == 10) {
-      *refused = "more than 10 redirects";
-      return r;
-    }
+    const std::string location = RedirectLocation(h, hop, refused);
+    if (location.empty()) return r;
     credentials = credentials && UrlOrigin(location) == origin;
     target = location;
     if (sink != nullptr) {

@@ -32,16 +32,38 @@ Status DropFilesFromPageCache(Storage& storage, const std::vector<std::string>& 
   return Status::Ok();
 }
 
+namespace {
+
+struct ReadPiece {
+  File* file;
+  uint64_t offset;
+  uint64_t length;
+};
+
+// One reader of the parallel-read ceiling: reads the pieces it takes from `next` until none is
+// left, one fails or a stop signal comes.
+Status ReadPieces(const std::vector<ReadPiece>& pieces, std::atomic<size_t>& next,
+                  uint64_t buffer_bytes) {
+  HOIST_ASSIGN_OR_RETURN(void* buffer, AllocateHostMemory(buffer_bytes, "read ceiling"));
+  Status status = Status::Ok();
+  for (size_t k = next.fetch_add(1); status.ok() && k < pieces.size(); k = next.fetch_add(1)) {
+    status = StopRequested();
+    if (!status.ok()) break;
+    const ReadPiece& p = pieces[k];
+    auto read = p.file->ReadCovering(p.offset, static_cast<unsigned char*>(buffer), p.length);
+    if (!read.ok()) status = read.status();
+  }
+  FreeHostMemory(buffer);
+  return status;
+}
+
+}  // namespace
+
 Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::string>& names,
                                        int threads, uint64_t chunk_bytes, bool direct,
                                        uint64_t max_bytes) {
-  struct Piece {
-    File* file;
-    uint64_t offset;
-    uint64_t length;
-  };
   std::vector<std::unique_ptr<File>> files;
-  std::vector<Piece> pieces;
+  std::vector<ReadPiece> pieces;
   Throughput result;
   OpenOptions options;
   options.direct = direct;
@@ -66,16 +88,7 @@ Result<Throughput> MeasureParallelRead(Storage& storage, const std::vector<std::
       std::clamp<size_t>(pieces.size(), 1, static_cast<size_t>(std::max(threads, 1)));
   for (size_t t = 0; t < workers; ++t) {
     pool.emplace_back([&] {
-      auto buffer = AllocateHostMemory(buffer_bytes, "read ceiling");
-      Status status = buffer.ok() ? Status::Ok() : buffer.status();
-      for (size_t k = next.fetch_add(1); status.ok() && k < pieces.size(); k = next.fetch_add(1)) {
-        status = StopRequested();
-        if (!status.ok()) break;
-        const Piece& p = pieces[k];
-        auto read = p.file->ReadCovering(p.offset, static_cast<unsigned char*>(*buffer), p.length);
-        if (!read.ok()) status = read.status();
-      }
-      if (buffer.ok()) FreeHostMemory(*buffer);
+      const Status status = ReadPieces(pieces, next, buffer_bytes);
       if (!status.ok()) {
         std::lock_guard<std::mutex> lock(mutex);
         if (error.ok()) error = status;

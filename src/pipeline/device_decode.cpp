@@ -148,10 +148,16 @@ class DecodingLoad {
   Result<void*> CarrierDestination(size_t i);
   void CarrierLanded(size_t i);
   void Watch();
+  // Gathers the decodes that finished into `finished` and marks the ones past the stall
+  // timeout; whether none is in flight. Takes mutex_.
+  bool PollDecodes(std::vector<size_t>& finished);
+  // Called with mutex_ held.
+  void MarkStalled(size_t tensor, const std::string& name);
   void GiveScratch(size_t i);
   void Fail(Status status);
   Status CheckFlags();
   void FreeAll();
+  void FreeBlocks();
 
   const TensorDirectory& dir_;
   const PackedLayout& layout_;
@@ -378,47 +384,14 @@ void DecodingLoad::CarrierLanded(size_t i) {
 // finish; a decode past the stall timeout stops the load. Returns once streaming has ended and
 // no decode is in flight, or at a stall.
 void DecodingLoad::Watch() {
-  const auto timeout = std::chrono::duration<double>(options_.stall_timeout_s);
   for (;;) {
     if (options_.cancel != nullptr && options_.cancel->load()) stop_.store(true);
     std::vector<size_t> finished;
-    bool idle = false;
     // Read before looking at the decodes: every decode started before streaming ended is then
-    // in the list below (reading it after let the last tensor's decode go unwatched and
-    // unreported).
+    // in the list PollDecodes reads (reading it after let the last tensor's decode go unwatched
+    // and unreported).
     const bool streamed = streamed_.load();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto it = decodes_.begin(); it != decodes_.end();) {
-        auto done = it->handle->Poll();
-        const std::string name = dir_.tensors[it->tensor].name;
-        if (!done.ok() || done.value()) {  // a failed decode no longer touches memory either
-          if (!done.ok() && error_.ok()) {
-            error_ = done.status().WithContext("decoding tensor " + name);
-            stop_.store(true);
-          }
-          finished.push_back(it->tensor);
-          it = decodes_.erase(it);
-          continue;
-        }
-        if (Clock::now() - it->started > timeout) {
-          DeviceSide& side = *sides_[tensor_layout_.device_of[it->tensor]];
-          side.stuck = true;
-          stalled_ = true;
-          if (error_.ok()) {
-            char seconds[32];
-            std::snprintf(seconds, sizeof seconds, "%.0f", options_.stall_timeout_s);
-            error_ = Status(Code::kStalled,
-                            "decode stage: decoding tensor " + name + " on " + side.device->name() +
-                                " did not finish within " + seconds +
-                                " s; the device memory it reads and writes is left allocated "
-                                "until the process exits");
-          }
-        }
-        ++it;
-      }
-      idle = decodes_.empty();
-    }
+    const bool idle = PollDecodes(finished);
     for (size_t i : finished) {
       GiveScratch(i);
       if (options_.tensor_loaded && !stop_.load()) options_.tensor_loaded(i);
@@ -430,6 +403,40 @@ void DecodingLoad::Watch() {
     if (idle && streamed) return;
     std::this_thread::sleep_for(kDecodePoll);
   }
+}
+
+bool DecodingLoad::PollDecodes(std::vector<size_t>& finished) {
+  const auto timeout = std::chrono::duration<double>(options_.stall_timeout_s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = decodes_.begin(); it != decodes_.end();) {
+    auto done = it->handle->Poll();
+    const std::string name = dir_.tensors[it->tensor].name;
+    if (!done.ok() || done.value()) {  // a failed decode no longer touches memory either
+      if (!done.ok() && error_.ok()) {
+        error_ = done.status().WithContext("decoding tensor " + name);
+        stop_.store(true);
+      }
+      finished.push_back(it->tensor);
+      it = decodes_.erase(it);
+      continue;
+    }
+    if (Clock::now() - it->started > timeout) MarkStalled(it->tensor, name);
+    ++it;
+  }
+  return decodes_.empty();
+}
+
+void DecodingLoad::MarkStalled(size_t tensor, const std::string& name) {
+  DeviceSide& side = *sides_[tensor_layout_.device_of[tensor]];
+  side.stuck = true;
+  stalled_ = true;
+  if (!error_.ok()) return;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.0f", options_.stall_timeout_s);
+  error_ = Status(Code::kStalled, "decode stage: decoding tensor " + name + " on " +
+                                      side.device->name() + " did not finish within " + seconds +
+                                      " s; the device memory it reads and writes is left "
+                                      "allocated until the process exits");
 }
 
 Status DecodingLoad::CheckFlags() {
@@ -474,15 +481,22 @@ void DecodingLoad::FreeAll() {
   }
 }
 
+// The tensors' blocks of a failed load, except on a device whose copies or decodes may still run.
+void DecodingLoad::FreeBlocks() {
+  for (const auto& side : sides_) {
+    if (side->block != nullptr && !side->stuck && side->device->free_on_destroy()) {
+      (void)side->device->FreeDevice(side->block);
+    }
+  }
+}
+
 Result<std::unique_ptr<LoadedModel>> DecodingLoad::Run(const std::shared_ptr<DecodingLoad>& self) {
   DecodingLoad& me = *self;
   const Clock::time_point start = Clock::now();
   Status prepared = me.Prepare();
   if (!prepared.ok()) {
     me.FreeAll();
-    for (const auto& side : me.sides_) {
-      if (side->block != nullptr && !side->stuck) (void)side->device->FreeDevice(side->block);
-    }
+    me.FreeBlocks();
     return prepared;
   }
   const double prepare_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -507,11 +521,7 @@ Result<std::unique_ptr<LoadedModel>> DecodingLoad::Run(const std::shared_ptr<Dec
   if (status.ok()) status = me.CheckFlags();
   me.FreeAll();
   if (!status.ok()) {
-    for (const auto& side : me.sides_) {
-      if (side->block != nullptr && !side->stuck && side->device->free_on_destroy()) {
-        (void)side->device->FreeDevice(side->block);
-      }
-    }
+    me.FreeBlocks();
     return status;
   }
   auto model = std::make_unique<LoadedModel>(me.devices_, me.dir_.tensors.size());

@@ -77,6 +77,7 @@ class LoadSession {
         job_(std::make_shared<LoadJob>()) {}
 
   Status Prepare();
+  // Starts the readers and watches them until the load ends, fails, stalls or is stopped.
   void Stream();
   Result<std::unique_ptr<LoadedModel>> TearDown();
 
@@ -96,6 +97,12 @@ class LoadSession {
   Status PlanJob();
   // The plan's figures in the report.
   void ReportPlan();
+  void StartReaders();
+  // Until every chunk is done or the job stopped: OK; else why the load must end (a stop
+  // signal, the caller's cancel or progress callback, the watchdog's stall).
+  Status WatchReaders();
+  // The stream's figures in the report.
+  void ReportStream();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
   // Settles the copies the stopped readers left in flight (`gated`: no reader can start
@@ -433,6 +440,13 @@ void LoadSession::Stream() {
       if (dir_.tensors[i].nbytes == 0) job.tensor_loaded(i);
     }
   }
+  StartReaders();
+  if (Status ended = WatchReaders(); !ended.ok()) job.Fail(std::move(ended));
+  ReportStream();
+}
+
+void LoadSession::StartReaders() {
+  LoadJob& job = *job_;
   const int readers = static_cast<int>(job.readers.size());
   job.running.Add(readers);
   threads_.reserve(static_cast<size_t>(readers));
@@ -449,34 +463,33 @@ void LoadSession::Stream() {
       job.running.Add(-(readers - r));  // these never ran
       job.Fail(Status(thread.status().code(),
                       thread.status().message() + "; fewer threads may do (--threads)"));
-      break;
+      return;
     }
     threads_.push_back(std::move(thread).value());
   }
+}
 
+Status LoadSession::WatchReaders() {
+  LoadJob& job = *job_;
   const Watchdog watchdog(job, options_.stall_timeout_s);
   const size_t total_chunks = job.plan.chunks.size();
   Clock::time_point last_report = Clock::now();
   for (;;) {
     (void)job.running.WaitForNone(kExitPoll);
-    if (job.stop.load()) break;
-    if (job.chunks_done.load() == total_chunks) break;
-    if (Status stop = StopOrCancel(options_); !stop.ok()) {
-      job.Fail(std::move(stop));
-      break;
-    }
+    if (job.stop.load() || job.chunks_done.load() == total_chunks) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(StopOrCancel(options_));
     if (options_.progress && Clock::now() - last_report >= std::chrono::milliseconds(100)) {
       last_report = Clock::now();
       if (!options_.progress(Progress())) {
-        job.Fail(Status::Cancelled("cancelled by the progress callback"));
-        break;
+        return Status::Cancelled("cancelled by the progress callback");
       }
     }
-    if (Status stalled = watchdog.Check(); !stalled.ok()) {
-      job.Fail(std::move(stalled));
-      break;
-    }
+    HOIST_RETURN_IF_ERROR(watchdog.Check());
   }
+}
+
+void LoadSession::ReportStream() {
+  LoadJob& job = *job_;
   LoadReport& report = model_->report;
   report.phases.stream = Seconds(stream_start_);
   report.gathered_bytes = job.gathered_bytes.load();
@@ -539,50 +552,65 @@ Status LoadSession::StopAndSettle() {
   return status;
 }
 
-bool LoadSession::SettleCopies(bool gated) {
-  LoadJob& job = *job_;
-  // Copies still in flight may read staging buffers and write destinations: give them a last
-  // chance to complete, then stop each device or, if one cannot promise to stop, leave its
-  // memory allocated rather than free it under them.
-  std::vector<std::shared_ptr<InFlight>> orphans = job.orphans.Take();
-  // A chunk's copies may run on several devices (read groups, forwards): it is settled only
-  // when every device it touches has stopped or its copies have completed.
-  auto touches = [&](const InFlight& e, size_t d) -> bool {  // not a proxy into a temporary
-    return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
-  };
-  auto any_touches = [&](size_t d) {
-    return std::any_of(orphans.begin(), orphans.end(),
-                       [&](const auto& e) { return touches(*e, d); });
-  };
+namespace {
+
+using Orphans = std::vector<std::shared_ptr<InFlight>>;
+
+// Whether the copies of orphan e run on (or to) lane d's device.
+bool Touches(const LoadJob& job, const InFlight& e, size_t d) {
+  return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
+}
+bool AnyTouches(const LoadJob& job, const Orphans& orphans, size_t d) {
+  return std::any_of(orphans.begin(), orphans.end(),
+                     [&](const auto& e) { return Touches(job, *e, d); });
+}
+
+// Asks each device that orphans touch to stop their copies, and drops the orphans whose every
+// device did (a chunk's copies may run on several: read groups, forwards); then gives the rest
+// kDrainGrace to complete.
+void AbandonOrDrain(LoadJob& job, Orphans& orphans) {
   std::vector<bool> abandoned(job.lanes.size(), false);
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     CheckedDevice& device = *job.lanes[d]->device;
-    if (any_touches(d) && device.CanAbandon() && device.Abandon()) abandoned[d] = true;
+    if (AnyTouches(job, orphans, d) && device.CanAbandon() && device.Abandon()) {
+      abandoned[d] = true;
+    }
   }
   std::erase_if(orphans, [&](const auto& e) {
     for (size_t d = 0; d < job.lanes.size(); ++d) {
-      if (touches(*e, d) && !abandoned[d]) return false;
+      if (Touches(job, *e, d) && !abandoned[d]) return false;
     }
     return true;
   });
   const Clock::time_point drain_end = Clock::now() + kDrainGrace;
   for (;;) {
     std::erase_if(orphans, [](const std::shared_ptr<InFlight>& e) { return e->AdvanceCopies(); });
-    if (orphans.empty() || Clock::now() > drain_end) break;
+    if (orphans.empty() || Clock::now() > drain_end) return;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+}
+
+}  // namespace
+
+bool LoadSession::SettleCopies(bool gated) {
+  LoadJob& job = *job_;
+  // Copies still in flight may read staging buffers and write destinations: give them a last
+  // chance to complete, then stop each device or, if one cannot promise to stop, leave its
+  // memory allocated rather than free it under them.
+  Orphans orphans = job.orphans.Take();
+  AbandonOrDrain(job, orphans);
   // A reader that has not exited may hold any of its lane's buffers and copy to any device:
   // every device whose copies are unsettled, or all of them then, must stop or keep its memory.
   bool leaked = false;
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     const bool unsettled =
-        any_touches(d) ||
+        AnyTouches(job, orphans, d) ||
         (!all_exited_ && (job.lanes[d]->readers > 0 || !job.plan.read_groups.empty())) || !gated;
     if (!unsettled) continue;
     CheckedDevice& device = *job.lanes[d]->device;
     if (!gated || !device.Abandon()) {
       for (auto& o : orphans) {
-        if (touches(*o, d)) o->buffer.Abandon();
+        if (Touches(job, *o, d)) o->buffer.Abandon();
       }
       device.set_free_on_destroy(false);
       model_->LeaveAllocated(d);  // leaked on purpose

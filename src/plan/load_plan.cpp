@@ -128,6 +128,29 @@ struct Group {
   }
 };
 
+// Forwarding: 1/N of chunk c (aligned pieces) to each member, which passes it on to the others.
+void SplitChunkAmongMembers(const Group& g, Chunk& c) {
+  const uint64_t count = g.members.size();
+  const uint64_t n = c.length;
+  const uint64_t piece = AlignUp((n + count - 1) / count, kPieceAlignment);
+  for (uint64_t k = 0; k < count && k * piece < n; ++k) {
+    const uint32_t i = g.members[k];
+    c.segments.push_back({i, k * piece, c.offset - g.begin + k * piece,
+                          std::min(piece, n - k * piece), 0, g.plan.device_of[i], true});
+  }
+}
+
+// Chunk c's bytes to every member that covers them.
+void ChunkToEveryCoveringMember(const Group& g, Chunk& c) {
+  for (uint32_t i : g.members) {
+    const TensorEntry& t = g.dir.tensors[i];
+    const uint64_t from = std::max(c.offset, t.offset);
+    const uint64_t to = std::min(c.offset + c.length, t.offset + t.nbytes);
+    if (from >= to) continue;
+    c.segments.push_back({i, from - c.offset, from - t.offset, to - from, 0, g.plan.device_of[i]});
+  }
+}
+
 // Whole members: the group's range in chunks, each chunk's bytes to every member that covers
 // them, or, forwarding (one range on distinct devices), 1/N of each chunk to each member and on
 // to the others from there.
@@ -146,25 +169,13 @@ void PlanWholeGroup(const Group& g, bool forward) {
       }
     }
   }
-  const uint64_t count = g.members.size();
   for (uint64_t at = g.begin; at < g.end; at += g.chunk_bytes) {
     const uint64_t n = std::min(g.chunk_bytes, g.end - at);
     Chunk c{kUnassigned, g.file, at, n, {}};
     if (forwarding) {
-      const uint64_t piece = AlignUp((n + count - 1) / count, kPieceAlignment);
-      for (uint64_t k = 0; k < count && k * piece < n; ++k) {
-        const uint32_t i = g.members[k];
-        c.segments.push_back({i, k * piece, at - g.begin + k * piece,
-                              std::min(piece, n - k * piece), 0, plan.device_of[i], true});
-      }
+      SplitChunkAmongMembers(g, c);
     } else {
-      for (uint32_t i : g.members) {
-        const TensorEntry& t = g.dir.tensors[i];
-        const uint64_t from = std::max(at, t.offset);
-        const uint64_t to = std::min(at + n, t.offset + t.nbytes);
-        if (from >= to) continue;
-        c.segments.push_back({i, from - at, from - t.offset, to - from, 0, plan.device_of[i]});
-      }
+      ChunkToEveryCoveringMember(g, c);
     }
     plan.read_bytes += n;
     plan.chunks.push_back(std::move(c));
