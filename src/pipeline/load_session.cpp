@@ -554,13 +554,13 @@ Status LoadSession::StopAndSettle() {
 
 namespace {
 
-using Orphans = std::vector<std::shared_ptr<InFlight>>;
+using InFlightList = std::vector<std::shared_ptr<InFlight>>;
 
 // Whether the copies of orphan e run on (or to) lane d's device.
 bool Touches(const LoadJob& job, const InFlight& e, size_t d) {
   return job.DevicesTouched(job.plan.chunks[e.chunk])[d];
 }
-bool AnyTouches(const LoadJob& job, const Orphans& orphans, size_t d) {
+bool AnyTouches(const LoadJob& job, const InFlightList& orphans, size_t d) {
   return std::any_of(orphans.begin(), orphans.end(),
                      [&](const auto& e) { return Touches(job, *e, d); });
 }
@@ -568,7 +568,7 @@ bool AnyTouches(const LoadJob& job, const Orphans& orphans, size_t d) {
 // Asks each device that orphans touch to stop their copies, and drops the orphans whose every
 // device did (a chunk's copies may run on several: read groups, forwards); then gives the rest
 // kDrainGrace to complete.
-void AbandonOrDrain(LoadJob& job, Orphans& orphans) {
+void AbandonOrDrain(LoadJob& job, InFlightList& orphans) {
   std::vector<bool> abandoned(job.lanes.size(), false);
   for (size_t d = 0; d < job.lanes.size(); ++d) {
     CheckedDevice& device = *job.lanes[d]->device;
@@ -597,7 +597,7 @@ bool LoadSession::SettleCopies(bool gated) {
   // Copies still in flight may read staging buffers and write destinations: give them a last
   // chance to complete, then stop each device or, if one cannot promise to stop, leave its
   // memory allocated rather than free it under them.
-  Orphans orphans = job.orphans.Take();
+  InFlightList orphans = job.orphans.Take();
   AbandonOrDrain(job, orphans);
   // A reader that has not exited may hold any of its lane's buffers and copy to any device:
   // every device whose copies are unsettled, or all of them then, must stop or keep its memory.
