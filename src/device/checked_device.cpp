@@ -1,11 +1,10 @@
 #include "device/checked_device.h"
 
 #include <chrono>
-#include <cstdio>
 #include <string>
-#include <thread>
 
 #include "base/platform.h"
+#include "base/stall.h"
 #include "pack/exponent_decode_gpu.h"
 
 namespace hoist {
@@ -206,18 +205,14 @@ uint64_t CheckedDevice::live_pinned_bytes() const {
 }
 
 Status WaitForCopy(CopyHandle& copy, double timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (;;) {
-    HOIST_ASSIGN_OR_RETURN(bool done, copy.Poll());
-    if (done) return Status::Ok();
-    HOIST_RETURN_IF_ERROR(StopRequested());
-    if (std::chrono::steady_clock::now() > deadline) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
-      return Status::Stalled(std::string("a device copy made no progress for ") + seconds + " s");
-    }
-    std::this_thread::yield();
-  }
+  StallClock waited;
+  waited.Start(timeout_s);
+  return PollUntil([&copy] { return copy.Poll(); }, std::chrono::microseconds(0),
+                   [&waited] {
+                     if (!waited.Stalled(MonotonicNs())) return Status::Ok();
+                     return Status::Stalled("a device copy made no progress for " +
+                                            StallSeconds(waited.timeout_s()));
+                   });
 }
 
 }  // namespace hoist

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/stall.h"
 #include "base/units.h"
 #include "format/packed_layout.h"
 #include "pack/exponent_decode_gpu.h"
@@ -124,7 +125,7 @@ struct CodedTensor {
 struct Decode {
   size_t tensor = 0;
   std::unique_ptr<CopyHandle> handle;
-  Clock::time_point started;
+  int64_t started_ns = 0;
 };
 
 // The state the inner load's callbacks share: held by them through a shared_ptr, so that a
@@ -137,7 +138,9 @@ class DecodingLoad {
         layout_(*dir.packed),
         devices_(std::move(devices)),
         options_(options),
-        placement_(std::move(placement)) {}
+        placement_(std::move(placement)) {
+    stall_.Start(options.stall_timeout_s);
+  }
 
   static Result<std::unique_ptr<LoadedModel>> Run(const std::shared_ptr<DecodingLoad>& self);
 
@@ -174,6 +177,7 @@ class DecodingLoad {
   std::atomic<bool> streamed_{false};
   std::mutex mutex_;
   std::vector<Decode> decodes_;
+  StallClock stall_;  // the timeout each decode is held to
   Status error_;
   bool stalled_ = false;
 };
@@ -377,7 +381,7 @@ void DecodingLoad::CarrierLanded(size_t i) {
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  decodes_.push_back({i, std::move(handle).value(), Clock::now()});
+  decodes_.push_back({i, std::move(handle).value(), MonotonicNs()});
 }
 
 // Polls the decodes in flight: gives their scratch back and reports their tensors as they
@@ -406,7 +410,6 @@ void DecodingLoad::Watch() {
 }
 
 bool DecodingLoad::PollDecodes(std::vector<size_t>& finished) {
-  const auto timeout = std::chrono::duration<double>(options_.stall_timeout_s);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = decodes_.begin(); it != decodes_.end();) {
     auto done = it->handle->Poll();
@@ -420,7 +423,7 @@ bool DecodingLoad::PollDecodes(std::vector<size_t>& finished) {
       it = decodes_.erase(it);
       continue;
     }
-    if (Clock::now() - it->started > timeout) MarkStalled(it->tensor, name);
+    if (stall_.Over(it->started_ns, MonotonicNs())) MarkStalled(it->tensor, name);
     ++it;
   }
   return decodes_.empty();
@@ -431,11 +434,10 @@ void DecodingLoad::MarkStalled(size_t tensor, const std::string& name) {
   side.stuck = true;
   stalled_ = true;
   if (!error_.ok()) return;
-  char seconds[32];
-  std::snprintf(seconds, sizeof seconds, "%.0f", options_.stall_timeout_s);
   error_ = Status(Code::kStalled, "decode stage: decoding tensor " + name + " on " +
-                                      side.device->name() + " did not finish within " + seconds +
-                                      " s; the device memory it reads and writes is left "
+                                      side.device->name() + " did not finish within " +
+                                      StallSeconds(stall_.timeout_s()) +
+                                      "; the device memory it reads and writes is left "
                                       "allocated until the process exits");
 }
 

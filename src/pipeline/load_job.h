@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "base/stall.h"
 #include "base/status.h"
 #include "device/checked_device.h"
 #include "io/file.h"
@@ -24,13 +25,6 @@
 #include "plan/load_plan.h"
 
 namespace hoist {
-
-using LoadClock = std::chrono::steady_clock;
-
-inline int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(LoadClock::now().time_since_epoch())
-      .count();
-}
 
 // A chunk whose copies are in flight; as a HashTicket it holds the staging buffer until the
 // chunk's bytes are in their tensors' checksums.
@@ -179,7 +173,7 @@ struct LoadJob {
   std::atomic<uint64_t> read_into_destination_bytes{0};  // of read_bytes: no staging, no copy
   std::atomic<uint64_t> copied_bytes{0};
   std::atomic<size_t> chunks_done{0};
-  std::atomic<int64_t> last_progress_ns{0};
+  StallClock progress;  // moved by every chunk read, copied or done
 
   std::atomic<bool> stop{false};
   FirstFailure failure{stop};

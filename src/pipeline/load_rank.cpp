@@ -3,11 +3,10 @@
 // all-gather (NCCL, MPI, torch.distributed: the job's own exchange) fills in the rest.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <map>
-#include <thread>
 #include <vector>
 
+#include "base/stall.h"
 #include "base/units.h"
 #include "pipeline/loader.h"
 
@@ -21,35 +20,28 @@ using Clock = std::chrono::steady_clock;
 // runs there).
 Status WaitForExchange(const AllGather& all_gather, const LoadOptions& options,
                        const LoadProgress& landed, uint32_t rank, uint32_t world) {
-  constexpr auto kPoll = std::chrono::milliseconds(2);
-  constexpr auto kReport = std::chrono::milliseconds(100);
-  const Clock::time_point start = Clock::now();
-  Clock::time_point last_report = start;
-  for (;;) {
-    HOIST_ASSIGN_OR_RETURN(const bool finished, all_gather.poll());
-    if (finished) return Status::Ok();
+  StallClock waited;
+  waited.Start(options.stall_timeout_s);
+  Clock::time_point last_report = Clock::now();
+  auto check = [&]() -> Status {
     HOIST_RETURN_IF_ERROR(StopOrCancel(options).WithContext("the all-gather"));
     const Clock::time_point now = Clock::now();
-    if (options.progress && now - last_report >= kReport) {
+    if (options.progress && now - last_report >= std::chrono::milliseconds(100)) {
       last_report = now;
       if (!options.progress(landed)) {
         return Status::Cancelled("cancelled by the progress callback in the all-gather");
       }
     }
-    const double waited = std::chrono::duration<double>(now - start).count();
-    if (waited > options.stall_timeout_s) {
-      char seconds[64];
-      std::snprintf(seconds, sizeof seconds, "%.1f s", waited);
-      char timeout[64];
-      std::snprintf(timeout, sizeof timeout, "%g s", options.stall_timeout_s);
-      return Status::Stalled("rank " + std::to_string(rank) + " of " + std::to_string(world) +
-                             " waited " + seconds +
-                             " for the other ranks in the all-gather of the tensors every rank "
-                             "holds whole (stall timeout " +
-                             timeout + "): a rank failed, hangs or never started its load");
-    }
-    std::this_thread::sleep_for(kPoll);
-  }
+    const int64_t now_ns = MonotonicNs();
+    if (!waited.Stalled(now_ns)) return Status::Ok();
+    return Status::Stalled("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                           " waited " + StallSeconds(waited.IdleSeconds(now_ns)) +
+                           " for the other ranks in the all-gather of the tensors every rank "
+                           "holds whole (stall timeout " +
+                           StallSeconds(options.stall_timeout_s) +
+                           "): a rank failed, hangs or never started its load");
+  };
+  return PollUntil(all_gather.poll, std::chrono::milliseconds(2), check);
 }
 
 // Where a rank's parts live in its one block: its own slices first (each at a 256-byte

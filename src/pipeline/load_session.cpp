@@ -21,7 +21,7 @@
 namespace hoist {
 namespace {
 
-using Clock = LoadClock;
+using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -433,8 +433,8 @@ void LoadSession::ReportPlan() {
 void LoadSession::Stream() {
   LoadJob& job = *job_;
   stream_start_ = Clock::now();
-  stream_start_ns_ = NowNs();
-  job.last_progress_ns.store(stream_start_ns_);
+  stream_start_ns_ = MonotonicNs();
+  job.progress.Start(options_.stall_timeout_s);
   if (job.tensor_loaded) {
     for (uint32_t i : job.plan.tensors) {
       if (dir_.tensors[i].nbytes == 0) job.tensor_loaded(i);
@@ -471,7 +471,7 @@ void LoadSession::StartReaders() {
 
 Status LoadSession::WatchReaders() {
   LoadJob& job = *job_;
-  const Watchdog watchdog(job, options_.stall_timeout_s);
+  const Watchdog watchdog(job);
   const size_t total_chunks = job.plan.chunks.size();
   Clock::time_point last_report = Clock::now();
   for (;;) {

@@ -47,7 +47,7 @@ bool StartForwards(LoadJob& job, InFlight& e, int reader) {
 // copies are asked for, its bytes are hashed; false when the load stopped first. Copies are
 // polled (event queries), never waited on blindly.
 bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e, bool copies_only = false) {
-  const int64_t start_ns = NowNs();
+  const int64_t start_ns = MonotonicNs();
   for (bool first = true;; first = false) {
     Status failed;
     bool copied = e.AdvanceCopies(&failed);
@@ -72,7 +72,7 @@ bool WaitUntilDone(LoadJob& job, ReaderState& me, InFlight& e, bool copies_only 
     }
     // A 4 MiB copy takes about 80 us on a PCIe 5 link: yield for a while (a sleep would
     // overshoot by the timer's slack, 50 us or more), then sleep between polls.
-    if (NowNs() - start_ns < 500'000) {
+    if (MonotonicNs() - start_ns < 500'000) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -85,7 +85,7 @@ void Land(LoadJob& job, InFlight& e, size_t k) {
   if (!e.landed.empty() && e.landed[k]) return;
   if (!e.landed.empty()) e.landed[k] = true;
   const Segment& s = job.plan.chunks[e.chunk].segments[k];
-  const int64_t now = NowNs();
+  const int64_t now = MonotonicNs();
   auto land = [&](uint32_t tensor, uint32_t device) {
     Lane& to = *job.lanes[device];
     if (to.landed_bytes.fetch_add(s.length) + s.length == to.bytes) to.finished_ns.store(now);
@@ -102,7 +102,7 @@ void Retire(LoadJob& job, InFlight& e) {
   for (size_t k = 0; k < job.plan.chunks[e.chunk].segments.size(); ++k) Land(job, e, k);
   job.copied_bytes.fetch_add(job.plan.chunks[e.chunk].length);
   job.chunks_done.fetch_add(1);
-  job.last_progress_ns.store(NowNs());
+  job.progress.Moved();
 }
 
 // Asks the caller for tensor's destination, or waits while another reader does (one call per
@@ -121,7 +121,7 @@ bool ResolveDestination(LoadJob& job, uint32_t tensor) {
   job.waiting_on_caller.fetch_add(1);
   auto p = job.destination(tensor, job.dir->tensors[tensor]);
   job.waiting_on_caller.fetch_sub(1);
-  job.last_progress_ns.store(NowNs());
+  job.progress.Moved();
   if (p.ok() && *p == nullptr) {
     p = Status::InvalidArgument("no destination given for tensor '" +
                                 job.dir->tensors[tensor].name + "'");
@@ -153,7 +153,7 @@ unsigned char* DestinationToReadInto(LoadJob& job, const Lane& lane, const Chunk
 std::shared_ptr<InFlight> ReadIntoDestination(LoadJob& job, ReaderState& me, size_t index,
                                               unsigned char* into) {
   const Chunk& c = job.plan.chunks[index];
-  me.since_ns.store(NowNs());
+  me.since_ns.store(MonotonicNs());
   me.chunk.store(static_cast<int64_t>(index));
   Status read;
   {
@@ -171,10 +171,10 @@ std::shared_ptr<InFlight> ReadIntoDestination(LoadJob& job, ReaderState& me, siz
   if (job.stop.load()) return nullptr;
   job.read_bytes.fetch_add(c.length);
   job.read_into_destination_bytes.fetch_add(c.length);
-  job.last_progress_ns.store(NowNs());
+  job.progress.Moved();
   auto entry = std::make_shared<InFlight>();
   entry->chunk = index;
-  entry->submitted_ns = NowNs();
+  entry->submitted_ns = MonotonicNs();
   if (job.checksums) {
     job.checksums->Add(c, into, entry);
   } else {
@@ -251,7 +251,7 @@ class Reader {
     }
     if (job_.stop.load()) return false;  // the destinations may be gone
     job_.read_bytes.fetch_add(c.length);
-    job_.last_progress_ns.store(NowNs());
+    job_.progress.Moved();
 
     auto entry = std::make_shared<InFlight>();
     entry->chunk = index;
@@ -264,7 +264,7 @@ class Reader {
       mine_.push_back(entry);
       return false;
     }
-    entry->submitted_ns = NowNs();
+    entry->submitted_ns = MonotonicNs();
     mine_.push_back(entry);
     if (job_.stop.load()) return false;
     Hash(staged, entry, &hashing);
@@ -275,7 +275,7 @@ class Reader {
   // out, packed (*packed; the copies to the device are then plain ones); else its rows' range.
   Result<unsigned char*> ReadStaged(size_t index, StagingBuffer& buffer, bool* packed) {
     const Chunk& c = job_.plan.chunks[index];
-    me_.since_ns.store(NowNs());
+    me_.since_ns.store(MonotonicNs());
     me_.chunk.store(static_cast<int64_t>(index));
     if (job_.gather_cached_rows && c.segments.size() == 1 && c.segments[0].rows > 0) {
       const RowStride& stride = job_.plan.strides[c.segments[0].tensor];
@@ -387,7 +387,7 @@ class Reader {
       const bool missing = StartCopies(st, &started);
       // When its copies started: the watchdog measures a reader's wait on them from here (left
       // at 0, a wait while the caller holds the load back would read as a copy decades old).
-      entry->submitted_ns = NowNs();
+      entry->submitted_ns = MonotonicNs();
       if (!missing || job_.stop.load()) break;
       entry->landed.resize(c.segments.size(), false);
       Hash(st, entry, hashing);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/platform.h"
+#include "base/stall.h"
 #include "base/threads.h"
 #include "io/signing.h"
 #include "pipeline/file_checks.h"
@@ -21,7 +22,6 @@
 namespace hoist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kPiece = 16ull << 20;
 // After a stall or a stop: how long the workers get to leave once the devices were asked to
 // abandon their copies.
@@ -57,27 +57,23 @@ struct VerifyJob {
 
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
-  std::atomic<int64_t> progress_ns{0};
+  StallClock progress;  // moved by each wait that ends
   FirstFailure failure{stop};
   RunningThreads running;  // the workers
   Mutex mutex;
   std::vector<Mismatch> mismatches HOIST_GUARDED_BY(mutex);
   std::vector<Wait> waits HOIST_GUARDED_BY(mutex);  // per worker: what it waits on now
 
-  static int64_t Now() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-        .count();
-  }
   // A worker starts and ends a wait; each wait that ends is progress.
   void Begin(size_t worker, Wait::Kind kind, size_t item, uint64_t file_offset)
       HOIST_EXCLUDES(mutex) {
     MutexLock lock(mutex);
-    waits[worker] = {kind, item, file_offset, Now()};
+    waits[worker] = {kind, item, file_offset, MonotonicNs()};
   }
   void End(size_t worker) HOIST_EXCLUDES(mutex) {
     MutexLock lock(mutex);
     waits[worker].kind = Wait::kNothing;
-    progress_ns.store(Now());
+    progress.Moved();
   }
   void Fail(Status s) { failure.Fail(std::move(s)); }
 };
@@ -169,7 +165,7 @@ namespace {
 // The job for the loaded tensors of model: the files reopened (and checked to be the ones
 // parsed), one item per loaded tensor.
 Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const LoadedModel& model,
-                                           size_t max_reported) {
+                                           size_t max_reported, double stall_timeout_s) {
   auto job = std::make_shared<VerifyJob>();
   for (const FileEntry& f : dir.files) {
     HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, {}));
@@ -185,7 +181,7 @@ Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const Loa
     job->items.push_back({t.name, t.file, t.offset, t.nbytes, model.stride(i),
                           static_cast<const unsigned char*>(model.data(i)), model.device_index(i)});
   }
-  job->progress_ns.store(VerifyJob::Now());
+  job->progress.Start(stall_timeout_s);
   return job;
 }
 
@@ -234,19 +230,16 @@ std::string StalledAt(const VerifyJob& job, const Wait& wait) HOIST_REQUIRES(job
 // The watchdog: OK once the workers end; a stop signal, or a file read or read-back that has
 // not returned for stall_timeout_s while no other ended, is what ended the verify. Workers that
 // compare, or that a loaded machine has not scheduled yet, wait on nothing that could hang.
-Status Watch(VerifyJob& job, double stall_timeout_s) {
-  const auto timeout = static_cast<int64_t>(stall_timeout_s * 1e9);
+Status Watch(VerifyJob& job) {
   while (!job.running.WaitForNone(std::chrono::milliseconds(20))) {
     if (Status stop = StopRequested().WithContext("verify"); !stop.ok()) return stop;
-    const int64_t now = VerifyJob::Now();
-    if (now - job.progress_ns.load() <= timeout) continue;
+    const int64_t now = MonotonicNs();
+    if (!job.progress.Stalled(now)) continue;
     MutexLock lock(job.mutex);
     const Wait* oldest = OldestWait(job);
-    if (oldest == nullptr || now - oldest->since_ns <= timeout) continue;
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
-    return Status::Stalled("verify: no progress for " + std::string(seconds) + ": " +
-                           StalledAt(job, *oldest) + " has not returned");
+    if (oldest == nullptr || !job.progress.Over(oldest->since_ns, now)) continue;
+    return Status::Stalled("verify: no progress for " + StallSeconds(job.progress.timeout_s()) +
+                           ": " + StalledAt(job, *oldest) + " has not returned");
   }
   return Status::Ok();
 }
@@ -282,9 +275,10 @@ bool StopWorkers(VerifyJob& job, LoadedModel& model, const Status& ended) {
 
 Result<std::vector<Mismatch>> Verify(const TensorDirectory& dir, LoadedModel& model, int threads,
                                      size_t max_reported, double stall_timeout_s) {
-  HOIST_ASSIGN_OR_RETURN(std::shared_ptr<VerifyJob> job, MakeJob(dir, model, max_reported));
+  HOIST_ASSIGN_OR_RETURN(std::shared_ptr<VerifyJob> job,
+                         MakeJob(dir, model, max_reported, stall_timeout_s));
   HOIST_ASSIGN_OR_RETURN(std::vector<std::thread> pool, StartWorkers(job, threads));
-  const Status ended = Watch(*job, stall_timeout_s);
+  const Status ended = Watch(*job);
   if (!ended.ok() && !StopWorkers(*job, model, ended)) {
     for (std::thread& t : pool) t.detach();
     return Status(ended.code(), ended.message() +

@@ -35,41 +35,38 @@ std::string DeviceNames(const LoadJob& job) {
 }  // namespace
 
 Status Watchdog::Check() const {
-  const int64_t now = NowNs();
-  const int64_t idle = now - job_.last_progress_ns.load();
-  if (idle <= stall_ns_) return Status::Ok();
+  const int64_t now = MonotonicNs();
+  if (!job_.progress.Stalled(now)) return Status::Ok();
   if (job_.waiting_on_caller.load() > 0) {
     // The caller holds the load back (flow control): a stall only if a read or a copy that
     // was started has not moved for the timeout.
     const int64_t copy =
         Oldest(job_.readers, &ReaderState::copy_chunk, &ReaderState::copy_submitted_ns).second;
     const int64_t read = Oldest(job_.readers, &ReaderState::chunk, &ReaderState::since_ns).second;
-    if (now - std::min(copy, read) <= stall_ns_) return Status::Ok();
+    if (!job_.progress.Over(std::min(copy, read), now)) return Status::Ok();
   }
-  return DescribeStall(static_cast<double>(idle) / 1e9);
+  return DescribeStall(job_.progress.IdleSeconds(now));
 }
 
 Status Watchdog::DescribeStall(double idle_s) const {
-  char idle_text[32];
-  std::snprintf(idle_text, sizeof idle_text, "%.1f", idle_s);
-  const std::string idle = idle_text;
+  const std::string idle = StallSeconds(idle_s);
   // The copy submitted longest ago that a reader is waiting for; else the oldest read.
   const auto [copy_chunk, submitted_ns] =
       Oldest(job_.readers, &ReaderState::copy_chunk, &ReaderState::copy_submitted_ns);
   if (copy_chunk >= 0) {
     const Chunk& c = job_.plan.chunks[static_cast<size_t>(copy_chunk)];
-    const double age = static_cast<double>(NowNs() - submitted_ns) / 1e9;
-    return Status::Stalled("no progress for " + idle + " s: device copy stage on " +
+    const double age = static_cast<double>(MonotonicNs() - submitted_ns) / 1e9;
+    return Status::Stalled("no progress for " + idle + ": device copy stage on " +
                            job_.DeviceName(c) + ": chunk " + job_.Where(c) + " was submitted " +
                            std::to_string(static_cast<int>(age)) + " s ago and has not completed");
   }
   const int64_t chunk = Oldest(job_.readers, &ReaderState::chunk, &ReaderState::since_ns).first;
   if (chunk >= 0) {
     const Chunk& c = job_.plan.chunks[static_cast<size_t>(chunk)];
-    return Status::Stalled("no progress for " + idle + " s: read stage: reading " + job_.Where(c) +
+    return Status::Stalled("no progress for " + idle + ": read stage: reading " + job_.Where(c) +
                            " has not returned (device " + job_.DeviceName(c) + ")");
   }
-  return Status::Stalled("no progress for " + idle + " s: waiting for staging buffers on " +
+  return Status::Stalled("no progress for " + idle + ": waiting for staging buffers on " +
                          DeviceNames(job_));
 }
 

@@ -10,11 +10,11 @@
 
 namespace hoist {
 
-// Thread safety: Check runs on one thread (the loading thread) while readers work.
+// Thread safety: Check runs on one thread (the loading thread) while readers work. The stall
+// timeout is the job's progress clock's.
 class Watchdog {
  public:
-  Watchdog(LoadJob& job, double stall_timeout_s)
-      : job_(job), stall_ns_(static_cast<int64_t>(stall_timeout_s * 1e9)) {}
+  explicit Watchdog(LoadJob& job) : job_(job) {}
 
   // OK while the load moves; kStalled describing the stuck stage once it has not for the
   // stall timeout.
@@ -24,7 +24,6 @@ class Watchdog {
   Status DescribeStall(double idle_s) const;
 
   LoadJob& job_;
-  int64_t stall_ns_;
 };
 
 }  // namespace hoist

@@ -215,7 +215,7 @@ TEST_F(DeviceDecodeTest, ADecodeThatNeverFinishesIsAStallNamingTheTensor) {
   EXPECT_NE(model.status().message().find("decode stage: decoding tensor "), std::string::npos)
       << model.status().message();
   EXPECT_NE(model.status().message().find(
-                " on sim did not finish within 1 s; the device memory it reads and writes is "
+                " on sim did not finish within 1.0 s; the device memory it reads and writes is "
                 "left allocated until the process exits"),
             std::string::npos)
       << model.status().message();

@@ -461,7 +461,7 @@ TEST_F(FaultTest, APolledRankExchangeKeepsTheStallTimeoutAndCancel) {
     // 4 MiB read has taken longer than 0.3 s.
     o.stall_timeout_s = testing::TimeBound(0.3);
     char timeout[64];
-    std::snprintf(timeout, sizeof timeout, "%g", o.stall_timeout_s);
+    std::snprintf(timeout, sizeof timeout, "%.1f", o.stall_timeout_s);
     std::vector<TensorRegion> mine;
     auto model = LoadRank(dir_, device, cut, 1, 2, never, o, &mine);
     ASSERT_FALSE(model.ok());
