@@ -88,7 +88,7 @@ struct Mapping {
   size_t bytes = 0;  // as reserved and mapped
 };
 
-std::mutex g_mutex;
+std::mutex g_mappings_mutex;
 std::unordered_map<uintptr_t, Mapping>& Mappings() {
   static auto* mappings = new std::unordered_map<uintptr_t, Mapping>();
   return *mappings;
@@ -126,7 +126,7 @@ Result<void*> MapHandle(const Driver& d, int ordinal, CUmemGenericAllocationHand
     (void)d.address_free(at, bytes);
     return DriverStatus(r, who, "giving the device access to shared memory");
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_mappings_mutex);
   Mappings()[static_cast<uintptr_t>(at)] = Mapping{handle, bytes};
   return reinterpret_cast<void*>(static_cast<uintptr_t>(at));
 }
@@ -164,7 +164,7 @@ Result<ExportedMemory> ExportSharedGpuMemory(void* ptr, const std::string& who) 
   const Driver& d = TheDriver();
   Mapping m;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_mappings_mutex);
     auto it = Mappings().find(reinterpret_cast<uintptr_t>(ptr));
     if (it == Mappings().end()) {
       return Status::Internal(who + ": export of memory that was not allocated shareable");
@@ -200,7 +200,7 @@ Result<void*> ImportSharedGpuMemory(int ordinal, int fd, uint64_t bytes, const s
 Result<bool> FreeSharedGpuMemory(void* ptr, const std::string& who) {
   Mapping m;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_mappings_mutex);
     auto it = Mappings().find(reinterpret_cast<uintptr_t>(ptr));
     if (it == Mappings().end()) return false;
     m = it->second;

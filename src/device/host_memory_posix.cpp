@@ -13,7 +13,7 @@
 namespace hoist {
 namespace {
 // mmap needs the length back at munmap; small map keyed by address.
-std::mutex g_mutex;
+std::mutex g_host_memory_mutex;
 std::unordered_map<void*, uint64_t>& Sizes() {
   static auto* sizes = new std::unordered_map<void*, uint64_t>();
   return *sizes;
@@ -40,7 +40,7 @@ Result<void*> AllocateHostMemory(uint64_t bytes, const char* who) {
     return Status::DeviceError(std::string(who) + ": cannot allocate " + std::to_string(bytes) +
                                " bytes of host memory: " + std::strerror(errno));
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_host_memory_mutex);
   Sizes()[p] = bytes;
   return p;
 }
@@ -61,7 +61,7 @@ void FreeHostMemory(void* ptr) {
   uint64_t bytes = 0;
   int fd = -1;
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<std::mutex> lock(g_host_memory_mutex);
     auto it = Sizes().find(ptr);
     if (it == Sizes().end()) return;
     bytes = it->second;
@@ -108,7 +108,7 @@ Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who) {
     ::close(fd);
     return failed;
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_host_memory_mutex);
   Sizes()[p] = bytes;
   SharedFiles()[p] = fd;
   return p;
@@ -120,7 +120,7 @@ Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who) {
 }
 
 Result<ExportedMemory> ExportSharedHostMemory(void* ptr) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_host_memory_mutex);
   auto it = SharedFiles().find(ptr);
   if (it == SharedFiles().end()) {
     return Status::Internal("export of host memory that was not allocated shared");
@@ -154,7 +154,7 @@ Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
     return SharedMemoryError(who,
                              "cannot map " + std::to_string(bytes) + " bytes of shared memory");
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(g_host_memory_mutex);
   Sizes()[p] = bytes;
   return p;
 }
