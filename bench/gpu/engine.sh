@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (the device tool), from the repository root, with a device build
+# Runs on the GPU machine from the repository root, with a device build
 # carried in build-device/ (scripts/device/build.sh makes it here). Checks the CUDA backend
 # byte-exact on a generated 20 GiB model and measures hoist's loads against the machine's
 # ceilings measured in the same run. Results: $OUT/results.jsonl (one JSON object per line)

@@ -5,13 +5,13 @@
 # read measured in the same run, warm and cold, every mode verified byte-exact once; rank mode
 # under torchrun (NCCL); the peers in the same run: one independent `hoist load` process per
 # GPU and safetensors' per-rank get_slice (what vLLM does by default).
-# Prepare here with `bash scripts/device/prepare.sh`, then the device tool (kind
-# nvidia-h200-x2, or -x8 with HOIST_SIZE=110GiB for the eight-GPU run) with carry [".device"]:
+# Prepare here with `bash scripts/device/prepare.sh`, then, on the GPU machine
+# (two GPUs, or eight with HOIST_SIZE=110GiB) with .device/ beside the repository:
 # bash bench/gpu/multi_gpu.sh
 # HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads and
 # HOIST_WARM=0 everything else but the ceilings (a large model's run in two calls).
-# Results under $OUT: log.txt, summary.txt and runs.tar.gz (one `hoist load --json` each; the
-# device tool brings back at most 8 files).
+# Results under $OUT: log.txt, summary.txt and runs.tar.gz (one `hoist load --json` each, in one
+# archive: few files to copy back).
 set -uo pipefail
 RESULTS=${OUT:-/tmp/hoist-device-out}
 OUT=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (the device tool) from the repository root. Carried: .device/
-# with hoist and hoist_ceilings from scripts/device/build.sh, and .device/include with the
+# Runs on the GPU machine from the repository root, with .device/ beside it holding
+# hoist and hoist_ceilings from scripts/device/build.sh, and .device/include with the
 # header-only dependencies (scripts/device/prepare.sh makes both). Each part writes the 20 GiB
 # safetensors sample model first if it is not there, and fits in one device call:
 #   python: builds the Python module there (its python 3.12) and runs

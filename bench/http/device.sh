@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (the device tool) from the repository root: the HTTP source against
+# Runs on the GPU machine from the repository root: the HTTP source against
 # parallel curl on loopback (bench/http/loopback.sh), over nginx and over the Python range server,
 # HTTP and HTTPS, onto cuda:0 and host memory, with the pinned host-to-device ceiling measured in
 # the same run. The floor (URL / parallel curl) is checked where the source is what bounds the
