@@ -5,7 +5,7 @@
 # load is a fresh process, warm, with device_map="cuda:0"; every parameter of every load is
 # compared bit for bit with the plain load's. The expectations, checked (exit 1 if one fails):
 # every load bit-equal, and B's median time within 5% of A's for `patch` and `transformers`.
-# Run with .device/ beside the repository (the header-only dependencies in .device/include, the hoist binary
+# Run with .device/ in the repository's root (the header-only dependencies in .device/include, the hoist binary
 # for the ceilings); ROUNDS (default 3), MODES (default "patch transformers"), LAYERS (32: an 8B
 # llama shape, 16 GB), HOIST_LLAMA_DIR. Results: $OUT/log.txt, $OUT/results.jsonl.
 set -uo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # transformers' from_pretrained on the GPU machine, each load in a fresh process, the modes
 # alternated in one run with the ceilings measured beside them, every parameter compared bit for
-# bit with the plain load's. Run on the GPU machine with .device/ beside the repository after
+# bit with the plain load's. Run on the GPU machine with .device/ in the repository's root after
 # scripts/device/prepare.sh:
 #   bash bench/frameworks/run_from_pretrained.sh
 # Environment: MODES (default "plain patch transformers"), ROUNDS (warm rounds, default 3),

@@ -7,7 +7,7 @@
 #   bash scripts/device/prepare.sh                      # this tree's binaries in .device/
 #   git worktree add /tmp/before REV && (cd /tmp/before && bash scripts/device/build.sh)
 #   mkdir -p .device/before && cp /tmp/before/build-device/hoist .device/before/
-# then on the GPU machine, with .device/ beside the repository: bash bench/gpu/ab.sh .device/before .device
+# then on the GPU machine, with .device/ in the repository's root: bash bench/gpu/ab.sh .device/before .device
 # Results under $OUT: log.txt, bench-{A,B}-{1,2}.json, ab.txt (each row's medians side by side).
 # Exits 1 unless every bench exits 0 with every load verified and the warm B/A is at least
 # AB_MIN_WARM (0.98: the 2% bar).

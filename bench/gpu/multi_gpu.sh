@@ -6,7 +6,7 @@
 # under torchrun (NCCL); the peers in the same run: one independent `hoist load` process per
 # GPU and safetensors' per-rank get_slice (what vLLM does by default).
 # Prepare here with `bash scripts/device/prepare.sh`, then, on the GPU machine
-# (two GPUs, or eight with HOIST_SIZE=110GiB) with .device/ beside the repository:
+# (two GPUs, or eight with HOIST_SIZE=110GiB) with .device/ in the repository's root:
 # bash bench/gpu/multi_gpu.sh
 # HOIST_SIZE (default 20GiB) sets the sample's size; HOIST_COLD=0 skips the cold loads and
 # HOIST_WARM=0 everything else but the ceilings (a large model's run in two calls).

@@ -8,7 +8,7 @@
 # byte), and one bit flipped in each part of the file (bench/gpu/flip_packed_bit.py), loaded on
 # the GPU: exit 2 naming the tensor and block. Every expectation is checked; the script exits
 # 1 when one does not hold.
-# Prepare here: bash scripts/device/prepare.sh; then on the GPU machine, with .device/ beside the repository:
+# Prepare here: bash scripts/device/prepare.sh; then on the GPU machine, with .device/ in the repository's root:
 #   bash bench/gpu/packed.sh .device 16
 # Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt.
 set -uo pipefail

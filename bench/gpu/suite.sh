@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine from the repository root, with .device/ beside it holding
+# Runs on the GPU machine from the repository root, with .device/ in it holding
 # hoist and hoist_ceilings from scripts/device/build.sh, and .device/include with the
 # header-only dependencies (scripts/device/prepare.sh makes both). Each part writes the 20 GiB
 # safetensors sample model first if it is not there, and fits in one device call:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine with .device/ beside the repository and .device/ab/old.tar.gz an
+# Runs on the GPU machine with .device/ in the repository's root and .device/ab/old.tar.gz an
 # earlier tree (`git archive --prefix=old/ REV | gzip > .device/ab/old.tar.gz`): builds the
 # Python module of that tree and of this one, then loads the 20 GiB safetensors sample warm with
 # hoist.load_file onto cuda:0, alternating A (old) and B (this), with the pinned copy ceiling

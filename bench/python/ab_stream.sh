@@ -2,7 +2,7 @@
 # bench/python/stream.py (safe_open's get_tensor and get_slice on a GPU, iter_tensors) for two
 # builds of hoist's Python package alternated in one run on any GPU machine: A, an earlier tree
 # (.device/ab/old.tar.gz, made with `git archive --prefix=old/ REV | gzip`), and B, this one.
-# Usage: bash bench/python/ab_stream.sh MODEL.safetensors, with .device/ beside the repository (the
+# Usage: bash bench/python/ab_stream.sh MODEL.safetensors, with .device/ in the repository's root (the
 # header-only dependencies in .device/include). KEEP_BUILDS=1 reuses the builds an earlier A/B
 # script of this run left in /tmp/ab. ROUNDS (default 2).
 # The expectations, checked (exit 1 if one fails): every tensor and slice of every run bit-equal

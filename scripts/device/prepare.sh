@@ -3,7 +3,7 @@
 # binaries (scripts/device/build.sh), the header-only dependencies that the Python module's
 # build there needs (the GPU machine has no Debian packages), and this machine's nginx with its
 # libraries and loader (.device/bin/nginx, for bench/http/device.sh). Then run, on the GPU machine
-# with .device/ beside the repository: bash bench/gpu/suite.sh python|sweep|bench...,
+# with .device/ in the repository's root: bash bench/gpu/suite.sh python|sweep|bench...,
 # bash bench/http/device.sh, or bash bench/gpu/packed.sh .device 16.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
