@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/platform.h"
+#include "base/stall.h"
 #include "io/http_storage.h"
 
 namespace hoist {
@@ -648,9 +649,8 @@ void ResetSink(Sink* sink) {
 Status TransferError(const std::string& name, CURLcode code, double stall_timeout_s, bool ranged,
                      uint64_t offset, size_t n, int attempt) {
   if (code == CURLE_OPERATION_TIMEDOUT) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%.1f s", stall_timeout_s);
-    return Status::Stalled(RedactUrl(name) + ": no progress for " + seconds + " (under 1 KiB/s)" +
+    return Status::Stalled(RedactUrl(name) + ": no progress for " + StallSeconds(stall_timeout_s) +
+                           " (under 1 KiB/s)" +
                            (ranged ? " reading " + Bytes(offset, n) : std::string()) +
                            Tries(attempt));
   }

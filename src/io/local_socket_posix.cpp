@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/platform.h"
+#include "base/stall.h"
 #include "io/local_socket.h"
 
 namespace hoist {
@@ -26,12 +27,6 @@ constexpr size_t kHeaderBytes = 12;
 constexpr int kPollSliceMs = 50;
 
 std::string Errno() { return std::strerror(errno); }
-
-std::string FormatSeconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g s", seconds);
-  return text;
-}
 
 Result<sockaddr_un> AddressOf(const std::string& path) {
   sockaddr_un address{};
@@ -144,7 +139,7 @@ Status LocalConnection::Send(const std::string& text, const std::vector<int>& fd
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       HOIST_ASSIGN_OR_RETURN(const bool ready, WaitForSocket(fd_, POLLOUT, deadline, nullptr));
       if (!ready) {
-        return Status::Stalled(peer + " took no message for " + FormatSeconds(timeout_s));
+        return Status::Stalled(peer + " took no message for " + StallSeconds(timeout_s));
       }
       continue;
     }
@@ -198,7 +193,7 @@ Status LocalConnection::ReceiveInto(LocalMessage& out, double timeout_s,
       return Status::IoError("reading from " + peer + ": " + Errno());
     }
     HOIST_ASSIGN_OR_RETURN(const bool ready, WaitForSocket(fd_, POLLIN, deadline, cancel));
-    if (!ready) return Status::Stalled(peer + " sent no answer for " + FormatSeconds(timeout_s));
+    if (!ready) return Status::Stalled(peer + " sent no answer for " + StallSeconds(timeout_s));
   }
   out.text = bytes.substr(kHeaderBytes);
   return Status::Ok();
@@ -285,7 +280,7 @@ Result<LocalConnection> ConnectLocal(const std::string& path, double timeout_s) 
   // A full backlog: the holder is busy answering others.
   HOIST_ASSIGN_OR_RETURN(const bool ready,
                          WaitForSocket(fd, POLLOUT, DeadlineIn(timeout_s), nullptr));
-  if (!ready) return Status::Stalled(path + ": no connection within " + FormatSeconds(timeout_s));
+  if (!ready) return Status::Stalled(path + ": no connection within " + StallSeconds(timeout_s));
   int error = 0;
   socklen_t size = sizeof error;
   if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0 || error != 0) {

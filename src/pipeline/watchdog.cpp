@@ -1,7 +1,6 @@
 #include "pipeline/watchdog.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
