@@ -8,12 +8,6 @@
 
 namespace hoist {
 
-int64_t MonotonicNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string StallSeconds(double seconds) {
   char text[64];
   std::snprintf(text, sizeof text, "%.1f s", seconds);
