@@ -68,9 +68,21 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
                       .c_str());
     }
   }
+  if (r.readers.total > 0) {
+    auto share = [&](double s) { return 100 * s / r.readers.total; };
+    std::printf(
+        "  readers' time: %.3f thread-s; reading %.0f%%, waiting on copies %.0f%%, on staging "
+        "buffers %.0f%%, on destinations %.0f%%, starting copies %.0f%%\n",
+        r.readers.total, share(r.readers.read), share(r.readers.copy_wait),
+        share(r.readers.buffer_wait), share(r.readers.destination_wait),
+        share(r.readers.copy_start));
+  }
   if (r.decoded_on_device_bytes > 0) {
-    std::printf("  packed: %s read, %s of tensors decoded on the device\n",
-                FormatBytes(r.read_bytes).c_str(), FormatBytes(r.decoded_on_device_bytes).c_str());
+    std::printf(
+        "  packed: %s read, %s of tensors decoded on the device (%zu decodes, %.1f ms busy, "
+        "%.1f ms after streaming)\n",
+        FormatBytes(r.read_bytes).c_str(), FormatBytes(r.decoded_on_device_bytes).c_str(),
+        r.decode.tensors, r.decode.busy * 1e3, r.decode.after_stream * 1e3);
   }
   std::printf("  peak RSS: %s\n", FormatBytes(r.peak_rss_bytes).c_str());
   if (r.source_counts.requests > 0) {

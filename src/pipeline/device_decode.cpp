@@ -177,7 +177,9 @@ class DecodingLoad {
   std::atomic<bool> streamed_{false};
   std::mutex mutex_;
   std::vector<Decode> decodes_;
-  StallClock stall_;  // the timeout each decode is held to
+  size_t decodes_done_ = 0;     // guarded by mutex_, as decodes_
+  int64_t decode_busy_ns_ = 0;  // the finished decodes' time from launch to seen done
+  StallClock stall_;            // the timeout each decode is held to
   Status error_;
   bool stalled_ = false;
 };
@@ -415,6 +417,8 @@ bool DecodingLoad::PollDecodes(std::vector<size_t>& finished) {
     auto done = it->handle->Poll();
     const std::string name = dir_.tensors[it->tensor].name;
     if (!done.ok() || done.value()) {  // a failed decode no longer touches memory either
+      ++decodes_done_;
+      decode_busy_ns_ += MonotonicNs() - it->started_ns;
       if (!done.ok() && error_.ok()) {
         error_ = done.status().WithContext("decoding tensor " + name);
         stop_.store(true);
@@ -511,8 +515,10 @@ Result<std::unique_ptr<LoadedModel>> DecodingLoad::Run(const std::shared_ptr<Dec
   inner.tensor_loaded = [self](size_t i) { self->CarrierLanded(i); };
   std::thread watcher([self] { self->Watch(); });
   auto loaded = Load(carrier, me.devices_, inner, me.placement_);
+  const int64_t streamed_ns = MonotonicNs();
   me.streamed_.store(true);
   watcher.join();
+  const double after_stream_s = static_cast<double>(MonotonicNs() - streamed_ns) / 1e9;
 
   Status status;
   {
@@ -543,6 +549,11 @@ Result<std::unique_ptr<LoadedModel>> DecodingLoad::Run(const std::shared_ptr<Dec
     report.devices[d].tensor_bytes = me.tensor_layout_.device_tensor_bytes[d];
   }
   report.decoded_on_device_bytes = me.decoded_on_device_bytes_;
+  {
+    std::lock_guard<std::mutex> lock(me.mutex_);
+    report.decode = {me.decodes_done_, static_cast<double>(me.decode_busy_ns_) / 1e9,
+                     after_stream_s};
+  }
   report.phases.allocate += prepare_s;
   report.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return model;

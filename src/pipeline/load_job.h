@@ -123,6 +123,16 @@ class Orphans {
   std::vector<std::shared_ptr<InFlight>> orphans_ HOIST_GUARDED_BY(mutex_);
 };
 
+// The readers' time by step (ReaderSeconds), in nanoseconds: each reader adds its own as it ends.
+struct ReaderTimes {
+  std::atomic<int64_t> read_ns{0};
+  std::atomic<int64_t> copy_start_ns{0};
+  std::atomic<int64_t> copy_wait_ns{0};
+  std::atomic<int64_t> buffer_wait_ns{0};
+  std::atomic<int64_t> destination_wait_ns{0};
+  std::atomic<int64_t> total_ns{0};
+};
+
 // What one reader is doing, for the watchdog.
 struct ReaderState {
   size_t lane = 0;
@@ -173,6 +183,7 @@ struct LoadJob {
   std::atomic<uint64_t> read_into_destination_bytes{0};  // of read_bytes: no staging, no copy
   std::atomic<uint64_t> copied_bytes{0};
   std::atomic<size_t> chunks_done{0};
+  ReaderTimes reader_times;
   StallClock progress;  // moved by every chunk read, copied or done
 
   std::atomic<bool> stop{false};

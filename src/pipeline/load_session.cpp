@@ -103,6 +103,8 @@ class LoadSession {
   Status WatchReaders();
   // The stream's figures in the report.
   void ReportStream();
+  // The readers' time by step; those still running (left behind) are not in it.
+  void ReportReaderTimes();
   // Stops the threads and settles every device's copies in flight; the load's status.
   Status StopAndSettle();
   // Settles the copies the stopped readers left in flight (`gated`: no reader can start
@@ -515,6 +517,16 @@ void LoadSession::ReportStream() {
   }
 }
 
+void LoadSession::ReportReaderTimes() {
+  const ReaderTimes& t = job_->reader_times;
+  auto seconds = [](const std::atomic<int64_t>& ns) {
+    return static_cast<double>(ns.load()) / 1e9;
+  };
+  model_->report.readers = {
+      seconds(t.read_ns),        seconds(t.copy_start_ns),       seconds(t.copy_wait_ns),
+      seconds(t.buffer_wait_ns), seconds(t.destination_wait_ns), seconds(t.total_ns)};
+}
+
 Status LoadSession::StopAndSettle() {
   LoadJob& job = *job_;
   job.stop.store(true);
@@ -624,6 +636,7 @@ Result<std::unique_ptr<LoadedModel>> LoadSession::TearDown() {
   const Clock::time_point teardown_start = Clock::now();
   const Status status = StopAndSettle();
   LoadJob& job = *job_;
+  ReportReaderTimes();
   auto free_staging = [&] {
     if (!all_exited_) return;  // a stuck reader still holds buffers: the job frees them later
     if (job.checksums) job.checksums->Clear();  // pieces waiting for their turn hold buffers

@@ -81,6 +81,28 @@ struct PhaseSeconds {
   double teardown = 0;          // joining threads, freeing staging
 };
 
+// Where the reader threads' time went, in seconds summed over the readers (thread-seconds):
+// what bound the stream. The rest of `total` is hashing and bookkeeping.
+struct ReaderSeconds {
+  double read = 0;         // reading chunks, into staging or straight into tensors
+  double copy_start = 0;   // starting copies (the device's enqueue)
+  double copy_wait = 0;    // waiting for their copies to complete: the link's side
+  double buffer_wait = 0;  // waiting for a free staging buffer of the pool
+  // Waiting for the caller's destinations (LoadOptions::destinations_when_needed): a packed
+  // load's scratch for the next coded tensor, a framework's allocation.
+  double destination_wait = 0;
+  double total = 0;  // the readers' lifetimes
+};
+
+// A packed load decoded on its devices (pipeline/device_decode.h).
+struct DecodeSeconds {
+  size_t tensors = 0;  // decodes run
+  // Summed over the decodes: from each one's launch until it was seen done (its queue's
+  // earlier work included).
+  double busy = 0;
+  double after_stream = 0;  // from the end of streaming until the last decode was seen done
+};
+
 // One device's part of a load.
 struct DeviceShare {
   std::string device;
@@ -113,6 +135,8 @@ struct LoadReport {
   bool pinned_staging = true;
   IoMode io = IoMode::kBuffered;
   PhaseSeconds phases;
+  ReaderSeconds readers;
+  DecodeSeconds decode;
   double wall_s = 0;  // plan + allocate + stream + teardown
   uint64_t peak_rss_bytes = 0;
   std::vector<std::string> fallbacks;

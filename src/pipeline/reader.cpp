@@ -11,6 +11,19 @@ namespace {
 
 constexpr auto kBufferPoll = std::chrono::milliseconds(50);
 
+// Adds the time from its making to its end to `sum`, in nanoseconds.
+class TimeInto {
+ public:
+  explicit TimeInto(int64_t& sum) : sum_(sum), start_ns_(MonotonicNs()) {}
+  ~TimeInto() { sum_ += MonotonicNs() - start_ns_; }
+  TimeInto(const TimeInto&) = delete;
+  TimeInto& operator=(const TimeInto&) = delete;
+
+ private:
+  int64_t& sum_;
+  const int64_t start_ns_;
+};
+
 // The queue a reader copies on to a device: its own, spread over the device's queues.
 int QueueOn(const CheckedDevice& device, int reader) { return reader % device.queues(); }
 
@@ -209,6 +222,7 @@ class Reader {
       if (!Process(index, std::move(buffer))) break;
     }
     Finish();
+    AddTimes();
   }
 
  private:
@@ -219,11 +233,12 @@ class Reader {
   // was read straight into its tensor and held none, or nothing is in flight yet).
   Step TakeBuffer(std::optional<StagingBuffer>* buffer) {
     if (mine_.size() < lane_.buffers_per_reader) {
+      const TimeInto waiting(spent_.buffer_wait);
       *buffer = lane_.pool->Acquire(mine_.empty() ? kBufferPoll : std::chrono::milliseconds(0));
     }
     if (*buffer) return Step::kBuffer;
     if (mine_.empty()) return Step::kAgain;
-    if (!WaitUntilDone(job_, me_, *mine_.front())) {
+    if (!WaitForCopies(*mine_.front())) {
       stopped_ = true;
       return Step::kStop;
     }
@@ -238,7 +253,11 @@ class Reader {
     const Chunk& c = job_.plan.chunks[index];
     if (unsigned char* into = DestinationToReadInto(job_, lane_, c)) {
       buffer.reset();  // back to the pool, for this reader's next staged chunk or another's
-      auto entry = ReadIntoDestination(job_, me_, index, into);
+      std::shared_ptr<InFlight> entry;
+      {
+        const TimeInto reading(spent_.read);
+        entry = ReadIntoDestination(job_, me_, index, into);
+      }
       if (!entry) return false;
       mine_.push_back(std::move(entry));
       return true;
@@ -274,6 +293,7 @@ class Reader {
   // A chunk of one column slice's rows whose pages are all cached: only its columns are copied
   // out, packed (*packed; the copies to the device are then plain ones); else its rows' range.
   Result<unsigned char*> ReadStaged(size_t index, StagingBuffer& buffer, bool* packed) {
+    const TimeInto reading(spent_.read);
     const Chunk& c = job_.plan.chunks[index];
     me_.since_ns.store(MonotonicNs());
     me_.chunk.store(static_cast<int64_t>(index));
@@ -311,6 +331,7 @@ class Reader {
   // Starts the copies of the segments whose destinations are known (those not yet `started`,
   // when given); true if any destination is not known.
   bool StartCopies(const Staged& st, std::vector<bool>* started) {
+    const TimeInto starting(spent_.copy_start);
     bool missing = false;
     // No copy starts once the load has stopped: TearDown takes the gate before it settles the
     // devices, so a copy started after that would touch memory being freed.
@@ -391,11 +412,11 @@ class Reader {
       if (!missing || job_.stop.load()) break;
       entry->landed.resize(c.segments.size(), false);
       Hash(st, entry, hashing);
-      while (!mine_.empty() && WaitUntilDone(job_, me_, *mine_.front())) {
+      while (!mine_.empty() && WaitForCopies(*mine_.front())) {
         Retire(job_, *mine_.front());
         mine_.pop_front();
       }
-      if (!mine_.empty() || !WaitUntilDone(job_, me_, *entry, /*copies_only=*/true)) {
+      if (!mine_.empty() || !WaitForCopies(*entry, /*copies_only=*/true)) {
         stopped_ = true;
         return false;
       }
@@ -403,6 +424,7 @@ class Reader {
         if (started[k]) Land(job_, *entry, k);
       }
       const auto first_missing = std::find(started.begin(), started.end(), false) - started.begin();
+      const TimeInto waiting(spent_.destination_wait);
       if (!ResolveDestination(job_, c.segments[static_cast<size_t>(first_missing)].tensor)) {
         return false;
       }
@@ -414,11 +436,27 @@ class Reader {
   // tear-down as orphans.
   void Finish() {
     while (!stopped_ && !mine_.empty()) {
-      if (!WaitUntilDone(job_, me_, *mine_.front())) break;
+      if (!WaitForCopies(*mine_.front())) break;
       Retire(job_, *mine_.front());
       mine_.pop_front();
     }
     if (!mine_.empty()) job_.orphans.Add(mine_);
+  }
+
+  // WaitUntilDone, its time counted as waiting on the copies.
+  bool WaitForCopies(InFlight& e, bool copies_only = false) {
+    const TimeInto waiting(spent_.copy_wait);
+    return WaitUntilDone(job_, me_, e, copies_only);
+  }
+
+  void AddTimes() {
+    ReaderTimes& to = job_.reader_times;
+    to.read_ns.fetch_add(spent_.read);
+    to.copy_start_ns.fetch_add(spent_.copy_start);
+    to.copy_wait_ns.fetch_add(spent_.copy_wait);
+    to.buffer_wait_ns.fetch_add(spent_.buffer_wait);
+    to.destination_wait_ns.fetch_add(spent_.destination_wait);
+    to.total_ns.fetch_add(MonotonicNs() - start_ns_);
   }
 
   LoadJob& job_;
@@ -428,6 +466,14 @@ class Reader {
   const uint64_t max_copy_;
   std::deque<std::shared_ptr<InFlight>> mine_;  // this reader's chunks in flight, oldest first
   bool stopped_ = false;
+  const int64_t start_ns_ = MonotonicNs();
+  struct {  // nanoseconds, as in ReaderSeconds
+    int64_t read = 0;
+    int64_t copy_start = 0;
+    int64_t copy_wait = 0;
+    int64_t buffer_wait = 0;
+    int64_t destination_wait = 0;
+  } spent_;
 };
 
 }  // namespace

@@ -33,6 +33,16 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
                  {"allocate_staging_s", r.phases.allocate_staging},
                  {"stream_s", r.phases.stream},
                  {"teardown_s", r.phases.teardown}};
+  // Where the readers' time went (thread-seconds): what bound the stream.
+  j["reader_seconds"] = {{"read_s", r.readers.read},
+                         {"copy_start_s", r.readers.copy_start},
+                         {"copy_wait_s", r.readers.copy_wait},
+                         {"buffer_wait_s", r.readers.buffer_wait},
+                         {"destination_wait_s", r.readers.destination_wait},
+                         {"total_s", r.readers.total}};
+  j["decode"] = {{"tensors", r.decode.tensors},
+                 {"busy_s", r.decode.busy},
+                 {"after_stream_s", r.decode.after_stream}};
   j["staging"] = {{"buffers", r.staging_buffers},
                   {"buffer_bytes", r.staging_buffer_bytes},
                   {"bytes", r.staging_buffer_bytes * r.staging_buffers},

@@ -43,7 +43,10 @@ class DeviceDecodeTest : public ::testing::Test {
     auto report = WritePacked(original_, packed_path_, 2);
     ASSERT_TRUE(report.ok()) << report.status().ToString();
     for (size_t i = 0; i < report->tensors.size(); ++i) {
-      if (report->tensors[i].coded) coded_bytes_ += report->tensors[i].bytes;
+      if (report->tensors[i].coded) {
+        coded_bytes_ += report->tensors[i].bytes;
+        ++coded_tensors_;
+      }
     }
     ASSERT_GT(coded_bytes_, 0u);
     auto packed = ReadModelDirectory(packed_path_);
@@ -69,6 +72,7 @@ class DeviceDecodeTest : public ::testing::Test {
   TensorDirectory packed_;
   std::string packed_path_;
   uint64_t coded_bytes_ = 0;
+  size_t coded_tensors_ = 0;
 };
 
 TEST_F(DeviceDecodeTest, CodedTensorsStreamAsStoredAndLandDecodedByteForByte) {
@@ -83,8 +87,13 @@ TEST_F(DeviceDecodeTest, CodedTensorsStreamAsStoredAndLandDecodedByteForByte) {
     const LoadReport& r = (*model)->report;
     EXPECT_EQ(r.tensor_bytes, original_.total_bytes());
     EXPECT_EQ(r.decoded_on_device_bytes, decodes ? coded_bytes_ : 0);
+    EXPECT_EQ(r.decode.tensors, decodes ? coded_tensors_ : 0);
     if (decodes) {
       EXPECT_LT(r.read_bytes, r.tensor_bytes);  // the stored bytes, not the decoded ones
+      EXPECT_GT(r.decode.busy, 0.0);
+    } else {
+      EXPECT_EQ(r.decode.busy, 0.0);
+      EXPECT_EQ(r.decode.after_stream, 0.0);
     }
     model->reset();
     EXPECT_EQ(device->live_device_allocations(), 0u);

@@ -145,6 +145,53 @@ TEST(LoaderTest, LargeModelLoadsByteExactOnSim) {
   ExpectByteExact(dir, **model);
 }
 
+// Each reader's steps are apart in time, so the parts add up to at most the readers' lifetimes.
+void ExpectReaderSecondsAddUp(const ReaderSeconds& r) {
+  EXPECT_GT(r.total, 0.0);
+  EXPECT_GT(r.read, 0.0);
+  EXPECT_LE(r.read + r.copy_start + r.copy_wait + r.buffer_wait + r.destination_wait, r.total);
+}
+
+TEST(LoaderTest, TheReportSaysWhereTheReadersTimeWent) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 16 << 20;
+  TensorDirectory dir = Sample(tmp, "m.gguf", spec);
+  LoadOptions o;
+  o.threads = 2;
+  o.chunk_bytes = 1 << 20;
+  o.staging_bytes = 4 << 20;
+  // A link at 0.2 GB/s: at least 80 ms of copies, which the readers wait on.
+  auto slow = Load(dir, MakeDevice("sim:bandwidth=0.2GB/s"), o);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  const ReaderSeconds& r = (*slow)->report.readers;
+  ExpectReaderSecondsAddUp(r);
+  EXPECT_GT(r.copy_wait + r.buffer_wait, 0.06);
+  EXPECT_EQ(r.destination_wait, 0.0);
+
+  // A caller that takes 10 ms to give each destination: the readers wait at least that long
+  // for each tensor (each is asked for once).
+  auto device = MakeDevice("sim");
+  std::vector<void*> given;
+  o.destinations_when_needed = true;
+  o.destination = [&](size_t, const TensorEntry& t) -> Result<void*> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    HOIST_ASSIGN_OR_RETURN(void* p, device->AllocateDevice(t.nbytes));
+    given.push_back(p);
+    return p;
+  };
+  {
+    auto held_back = Load(dir, device, o);
+    ASSERT_TRUE(held_back.ok()) << held_back.status().ToString();
+    ExpectByteExact(dir, **held_back);
+    ExpectReaderSecondsAddUp((*held_back)->report.readers);
+    const auto asked = std::count_if(dir.tensors.begin(), dir.tensors.end(),
+                                     [](const TensorEntry& t) { return t.nbytes > 0; });
+    EXPECT_GE((*held_back)->report.readers.destination_wait, 0.01 * static_cast<double>(asked));
+  }
+  for (void* p : given) ASSERT_TRUE(device->FreeDevice(p).ok());
+}
+
 TEST(LoaderTest, CallerProvidedDestinationsAreFilledAndNotFreed) {
   testing::TempDir tmp;
   SampleSpec spec;
