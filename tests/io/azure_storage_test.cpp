@@ -57,7 +57,8 @@ class AzureStorageTest : public ::testing::Test {
     server_ = std::make_unique<ReferenceServer>(
         std::vector<std::string>{HOIST_NODE, HOIST_AZURE_SERVER, tmp_.path()},
         tmp_.File("server.out"));
-    ASSERT_TRUE(server_->ok()) << "Azurite did not start; see " << tmp_.File("server.out");
+    ASSERT_TRUE(server_->ok()) << "Azurite did not start; see " << tmp_.File("server.out")
+                               << "(.err)";
     blob_endpoint_ =
         "https://127.0.0.1:" +
         std::to_string(nlohmann::json::parse(Text("azurite.json"))["blobPort"].get<int>()) +

@@ -37,7 +37,8 @@ class GcsStorageTest : public ::testing::Test {
     server_ = std::make_unique<ReferenceServer>(
         std::vector<std::string>{HOIST_NODE, HOIST_GCS_SERVER, tmp_.path()},
         tmp_.File("server.out"));
-    ASSERT_TRUE(server_->ok()) << "the GCS server did not start; see " << tmp_.File("server.out");
+    ASSERT_TRUE(server_->ok()) << "the GCS server did not start; see " << tmp_.File("server.out")
+                               << "(.err)";
     // Only what the test sets: no credentials of the machine's leak in, no metadata server
     // is asked but the fake's.
     Set("STORAGE_EMULATOR_HOST", "127.0.0.1:" + std::to_string(server_->port()));

@@ -52,17 +52,21 @@ inline int Connect(int port) {
   return s;
 }
 
-// Starts argv[0] (a path) with this process's environment; with `out` set, its standard output
-// goes to that file. -1 when it cannot start.
+// Starts argv[0] (a path) with this process's environment; its standard output goes to `out`
+// and its standard error to `out`.err when `out` is set, else nowhere. -1 when it cannot start.
+// Never to the test's own: a server that outlives a test which crashed would hold ctest's pipe
+// open, and ctest would wait for it until the test's timeout (300 s a test) instead of
+// reporting the crash.
 inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& out = "") {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const std::string err = out.empty() ? "/dev/null" : out + ".err";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  if (!out.empty()) {
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
+  posix_spawn_file_actions_addopen(&actions, 1, out.empty() ? "/dev/null" : out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
   const int error = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

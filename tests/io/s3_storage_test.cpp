@@ -49,7 +49,8 @@ class S3StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
     server_ = StartS3Server(tmp_.path());
-    ASSERT_TRUE(server_->ok()) << "the S3 server did not start; see " << tmp_.File("server.out");
+    ASSERT_TRUE(server_->ok()) << "the S3 server did not start; see " << tmp_.File("server.out")
+                               << "(.err)";
     // Only what the test sets: no profile of the machine's leaks in.
     Set("AWS_CONFIG_FILE", tmp_.File("no-config"));
     Set("AWS_SHARED_CREDENTIALS_FILE", tmp_.File("no-credentials"));
@@ -81,7 +82,7 @@ class S3StorageTest : public ::testing::Test {
                             "--recursive", "--only-show-errors", dir, "s3://models" + prefix + "/"},
                            tmp_.File("aws.out")),
               0)
-        << "aws s3 cp failed; see " << tmp_.File("aws.out");
+        << "aws s3 cp failed; see " << tmp_.File("aws.out") << "(.err)";
     auto opened = ReadModelDirectory(path);
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     return opened.ok() ? std::move(opened).value() : TensorDirectory{};
