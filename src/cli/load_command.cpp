@@ -72,10 +72,11 @@ void PrintSummary(const TensorDirectory& dir, const LoadedModel& model, const st
     auto share = [&](double s) { return 100 * s / r.readers.total; };
     std::printf(
         "  readers' time: %.3f thread-s; reading %.0f%%, waiting on copies %.0f%%, on staging "
-        "buffers %.0f%%, on destinations %.0f%%, starting copies %.0f%%\n",
+        "buffers %.0f%%, on destinations %.0f%% (settling before asking %.0f%%), starting copies "
+        "%.0f%%\n",
         r.readers.total, share(r.readers.read), share(r.readers.copy_wait),
         share(r.readers.buffer_wait), share(r.readers.destination_wait),
-        share(r.readers.copy_start));
+        share(r.readers.destination_settle), share(r.readers.copy_start));
   }
   if (r.decoded_on_device_bytes > 0) {
     std::printf(

@@ -149,6 +149,9 @@ class DecodingLoad {
   Status UploadIndex(DeviceSide& side, const std::vector<size_t>& coded);
   TensorDirectory CarrierDirectory() const;
   Result<void*> CarrierDestination(size_t i);
+  // The destination when it is to be had without waiting: a raw tensor's place, or room in
+  // the ring for a coded one; nullptr otherwise (and whenever the caller gives destinations).
+  Result<void*> CarrierDestinationAtOnce(size_t i);
   void CarrierLanded(size_t i);
   void Watch();
   // Gathers the decodes that finished into `finished` and marks the ones past the stall
@@ -349,6 +352,16 @@ Result<void*> DecodingLoad::CarrierDestination(size_t i) {
   return static_cast<void*>(c.scratch);
 }
 
+Result<void*> DecodingLoad::CarrierDestinationAtOnce(size_t i) {
+  if (options_.destination) return nullptr;
+  CodedTensor& c = coded_[i];
+  if (c.packed == nullptr) return static_cast<void*>(final_[i].load());
+  DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
+  c.scratch =
+      side.ring->Take(AlignUp(c.parts.bytes, kScratchAlign), std::chrono::milliseconds(0), stop_);
+  return static_cast<void*>(c.scratch);
+}
+
 void DecodingLoad::GiveScratch(size_t i) {
   CodedTensor& c = coded_[i];
   DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
@@ -512,6 +525,9 @@ Result<std::unique_ptr<LoadedModel>> DecodingLoad::Run(const std::shared_ptr<Dec
   inner.cancel = &me.stop_;
   inner.destinations_when_needed = true;
   inner.destination = [self](size_t i, const TensorEntry&) { return self->CarrierDestination(i); };
+  inner.destination_at_once = [self](size_t i, const TensorEntry&) {
+    return self->CarrierDestinationAtOnce(i);
+  };
   inner.tensor_loaded = [self](size_t i) { self->CarrierLanded(i); };
   std::thread watcher([self] { self->Watch(); });
   auto loaded = Load(carrier, me.devices_, inner, me.placement_);

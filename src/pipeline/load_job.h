@@ -130,6 +130,7 @@ struct ReaderTimes {
   std::atomic<int64_t> copy_wait_ns{0};
   std::atomic<int64_t> buffer_wait_ns{0};
   std::atomic<int64_t> destination_wait_ns{0};
+  std::atomic<int64_t> destination_settle_ns{0};
   std::atomic<int64_t> total_ns{0};
 };
 
@@ -171,6 +172,7 @@ struct LoadJob {
   bool external = false;           // dest are the caller's, not hoist's allocations
   bool gather_cached_rows = true;  // LoadOptions::gather_cached_rows
   std::function<Result<void*>(size_t, const TensorEntry&)> destination;  // when needed
+  std::function<Result<void*>(size_t, const TensorEntry&)> destination_at_once;
   std::vector<std::atomic<uint8_t>> destination_asked;  // per directory tensor, when needed
   std::atomic<int> waiting_on_caller{0};                // readers inside the destination call
   std::function<void(size_t)> tensor_loaded;

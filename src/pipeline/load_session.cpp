@@ -297,6 +297,7 @@ Status LoadSession::AllocateDestinations() {
     job_->external = true;
     if (options_.destinations_when_needed) {
       job_->destination = options_.destination;  // the readers ask
+      job_->destination_at_once = options_.destination_at_once;
       job_->destination_asked = std::vector<std::atomic<uint8_t>>(dir_.tensors.size());
       return Status::Ok();
     }
@@ -524,7 +525,8 @@ void LoadSession::ReportReaderTimes() {
   };
   model_->report.readers = {
       seconds(t.read_ns),        seconds(t.copy_start_ns),       seconds(t.copy_wait_ns),
-      seconds(t.buffer_wait_ns), seconds(t.destination_wait_ns), seconds(t.total_ns)};
+      seconds(t.buffer_wait_ns), seconds(t.destination_wait_ns), seconds(t.destination_settle_ns),
+      seconds(t.total_ns)};
 }
 
 Status LoadSession::StopAndSettle() {

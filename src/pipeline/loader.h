@@ -64,6 +64,12 @@ struct LoadOptions {
   // spent in it is not a stall. It must return soon after the load is cancelled. Zero-byte
   // tensors are never asked for.
   bool destinations_when_needed = false;
+  // With destinations_when_needed: asked first, before the reader settles its copies in
+  // flight, for a destination the caller can give at once; nullptr when it cannot without
+  // waiting (the reader then settles them and calls `destination`, which may wait). Settling
+  // drains the reader's queue of copies, so a caller that mostly has room at once keeps the
+  // link busy with it. Unset: every destination is asked for after settling.
+  std::function<Result<void*>(size_t index, const TensorEntry& tensor)> destination_at_once;
   // Called on a reader thread (the loading thread for zero-byte tensors) once every byte of
   // directory tensor `index` is on its device; a reported tensor stays landed even if the load
   // fails later. Keep it short: the reader waits for it.
@@ -91,6 +97,9 @@ struct ReaderSeconds {
   // Waiting for the caller's destinations (LoadOptions::destinations_when_needed): a packed
   // load's scratch for the next coded tensor, a framework's allocation.
   double destination_wait = 0;
+  // Settling the reader's copies in flight before it asks for a destination (so that the
+  // caller, which may wait for landed tensors to make room, sees every one that could land).
+  double destination_settle = 0;
   double total = 0;  // the readers' lifetimes
 };
 

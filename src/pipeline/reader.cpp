@@ -118,22 +118,16 @@ void Retire(LoadJob& job, InFlight& e) {
   job.progress.Moved();
 }
 
-// Asks the caller for tensor's destination, or waits while another reader does (one call per
-// tensor; calls for different tensors run at once, so that a caller holding one back cannot
-// keep the tensors before it from their destinations); false when the load stopped or the
-// caller gave none (the load has then failed).
-bool ResolveDestination(LoadJob& job, uint32_t tensor) {
-  uint8_t unasked = 0;
-  if (!job.destination_asked[tensor].compare_exchange_strong(unasked, 1)) {
-    while (job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
-      if (job.stop.load()) return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    return true;
-  }
-  job.waiting_on_caller.fetch_add(1);
-  auto p = job.destination(tensor, job.dir->tensors[tensor]);
-  job.waiting_on_caller.fetch_sub(1);
+// What a reader's first ask for a tensor's destination came to.
+enum class Asked : uint8_t {
+  kHave,         // the destination is known (this reader's ask, or another reader's)
+  kMustWait,     // the ask is this reader's, and the caller has no destination at once
+  kAnotherAsks,  // another reader is asking the caller
+  kFailed,       // the load failed or stopped
+};
+
+// Stores a destination the caller gave (or fails the load); false when the load is to stop.
+bool KeepDestination(LoadJob& job, uint32_t tensor, Result<void*> p) {
   job.progress.Moved();
   if (p.ok() && *p == nullptr) {
     p = Status::InvalidArgument("no destination given for tensor '" +
@@ -145,6 +139,63 @@ bool ResolveDestination(LoadJob& job, uint32_t tensor) {
   }
   job.dest[tensor].store(static_cast<unsigned char*>(*p), std::memory_order_release);
   return true;
+}
+
+// LoadJob::destination_asked, per tensor: who asks the caller for its destination, and how.
+enum AskState : uint8_t {
+  kUnasked = 0,
+  kAskingAtOnce = 1,   // destination_at_once, which answers without waiting
+  kAskingMayWait = 2,  // destination, which may wait for tensors to be reported
+};
+
+// Waits until the destination is known or the ask that may wait has begun; false when the
+// load stopped.
+bool WaitWhileAskedAtOnce(LoadJob& job, uint32_t tensor) {
+  while (job.destination_asked[tensor].load() == kAskingAtOnce &&
+         job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
+    if (job.stop.load()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+// Takes the ask for tensor's destination (one per tensor; asks for different tensors run at
+// once, so that a caller holding one back cannot keep the tensors before it from theirs) and
+// tries the caller's destination_at_once. Where another reader holds the ask and is asking at
+// once, its answer is awaited here: only an ask that may wait needs this reader settled.
+Asked AskAtOnce(LoadJob& job, uint32_t tensor) {
+  uint8_t state = kUnasked;
+  if (!job.destination_asked[tensor].compare_exchange_strong(state, kAskingAtOnce)) {
+    if (!WaitWhileAskedAtOnce(job, tensor)) return Asked::kFailed;
+    return job.dest[tensor].load(std::memory_order_acquire) != nullptr ? Asked::kHave
+                                                                       : Asked::kAnotherAsks;
+  }
+  if (job.destination_at_once) {
+    auto p = job.destination_at_once(tensor, job.dir->tensors[tensor]);
+    if (!p.ok() || *p != nullptr) {
+      return KeepDestination(job, tensor, std::move(p)) ? Asked::kHave : Asked::kFailed;
+    }
+  }
+  job.destination_asked[tensor].store(kAskingMayWait);
+  return Asked::kMustWait;
+}
+
+// Waits while another reader asks for tensor's destination; false when the load stopped.
+bool WaitForAnotherReadersAsk(LoadJob& job, uint32_t tensor) {
+  while (job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
+    if (job.stop.load()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+// The ask AskAtOnce left to this reader: the caller's `destination`, which may wait; false
+// when the load stopped or the caller gave none (the load has then failed).
+bool AskAndWait(LoadJob& job, uint32_t tensor) {
+  job.waiting_on_caller.fetch_add(1);
+  auto p = job.destination(tensor, job.dir->tensors[tensor]);
+  job.waiting_on_caller.fetch_sub(1);
+  return KeepDestination(job, tensor, std::move(p));
 }
 
 // Where chunk c's bytes go when its reader can read them straight there: one piece of one
@@ -396,10 +447,10 @@ class Reader {
   }
 
   // Destinations when needed: starts the copies whose destinations are known and, while one is
-  // missing, settles everything this reader has in flight (so that every tensor that can land
+  // missing, asks for it at once (LoadOptions::destination_at_once) or, where the caller would
+  // wait, settles everything this reader has in flight (so that every tensor that can land
   // without it is reported before the caller is asked: the caller may wait for those reports
-  // to make room), then asks for the first missing one. False when the load stopped or the
-  // caller gave none.
+  // to make room) and then asks. False when the load stopped or the caller gave none.
   bool CopyAsDestinationsComeIn(const Staged& st, const std::shared_ptr<InFlight>& entry,
                                 bool* hashing) {
     const Chunk& c = st.chunk;
@@ -410,26 +461,42 @@ class Reader {
       // at 0, a wait while the caller holds the load back would read as a copy decades old).
       entry->submitted_ns = MonotonicNs();
       if (!missing || job_.stop.load()) break;
+      const auto first_missing = std::find(started.begin(), started.end(), false) - started.begin();
+      const uint32_t tensor = c.segments[static_cast<size_t>(first_missing)].tensor;
+      Asked asked;
+      {
+        const TimeInto waiting(spent_.destination_wait);
+        asked = AskAtOnce(job_, tensor);
+      }
+      if (asked == Asked::kFailed) return false;
+      if (asked == Asked::kHave) continue;
       entry->landed.resize(c.segments.size(), false);
       Hash(st, entry, hashing);
-      while (!mine_.empty() && WaitForCopies(*mine_.front())) {
-        Retire(job_, *mine_.front());
-        mine_.pop_front();
-      }
-      if (!mine_.empty() || !WaitForCopies(*entry, /*copies_only=*/true)) {
+      if (!SettleBeforeAsking(*entry)) {
         stopped_ = true;
         return false;
       }
       for (size_t k = 0; k < c.segments.size(); ++k) {
         if (started[k]) Land(job_, *entry, k);
       }
-      const auto first_missing = std::find(started.begin(), started.end(), false) - started.begin();
       const TimeInto waiting(spent_.destination_wait);
-      if (!ResolveDestination(job_, c.segments[static_cast<size_t>(first_missing)].tensor)) {
+      if (!(asked == Asked::kMustWait ? AskAndWait(job_, tensor)
+                                      : WaitForAnotherReadersAsk(job_, tensor))) {
         return false;
       }
     }
     return true;
+  }
+
+  // Before asking for a destination: settles this reader's chunks in flight and the copies
+  // of `entry` started so far; false when the load stopped.
+  bool SettleBeforeAsking(InFlight& entry) {
+    const TimeInto settling(spent_.destination_settle);
+    while (!mine_.empty() && WaitUntilDone(job_, me_, *mine_.front())) {
+      Retire(job_, *mine_.front());
+      mine_.pop_front();
+    }
+    return mine_.empty() && WaitUntilDone(job_, me_, entry, /*copies_only=*/true);
   }
 
   // Settles what is still in flight; what cannot be (the load stopped) is left to the
@@ -456,6 +523,7 @@ class Reader {
     to.copy_wait_ns.fetch_add(spent_.copy_wait);
     to.buffer_wait_ns.fetch_add(spent_.buffer_wait);
     to.destination_wait_ns.fetch_add(spent_.destination_wait);
+    to.destination_settle_ns.fetch_add(spent_.destination_settle);
     to.total_ns.fetch_add(MonotonicNs() - start_ns_);
   }
 
@@ -473,6 +541,7 @@ class Reader {
     int64_t copy_wait = 0;
     int64_t buffer_wait = 0;
     int64_t destination_wait = 0;
+    int64_t destination_settle = 0;
   } spent_;
 };
 

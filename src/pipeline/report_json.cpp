@@ -39,6 +39,7 @@ nlohmann::ordered_json ReportToJson(const LoadReport& r) {
                          {"copy_wait_s", r.readers.copy_wait},
                          {"buffer_wait_s", r.readers.buffer_wait},
                          {"destination_wait_s", r.readers.destination_wait},
+                         {"destination_settle_s", r.readers.destination_settle},
                          {"total_s", r.readers.total}};
   j["decode"] = {{"tensors", r.decode.tensors},
                  {"busy_s", r.decode.busy},

@@ -149,7 +149,9 @@ TEST(LoaderTest, LargeModelLoadsByteExactOnSim) {
 void ExpectReaderSecondsAddUp(const ReaderSeconds& r) {
   EXPECT_GT(r.total, 0.0);
   EXPECT_GT(r.read, 0.0);
-  EXPECT_LE(r.read + r.copy_start + r.copy_wait + r.buffer_wait + r.destination_wait, r.total);
+  EXPECT_LE(r.read + r.copy_start + r.copy_wait + r.buffer_wait + r.destination_wait +
+                r.destination_settle,
+            r.total);
 }
 
 TEST(LoaderTest, TheReportSaysWhereTheReadersTimeWent) {
@@ -168,15 +170,18 @@ TEST(LoaderTest, TheReportSaysWhereTheReadersTimeWent) {
   ExpectReaderSecondsAddUp(r);
   EXPECT_GT(r.copy_wait + r.buffer_wait, 0.06);
   EXPECT_EQ(r.destination_wait, 0.0);
+  EXPECT_EQ(r.destination_settle, 0.0);
 
   // A caller that takes 10 ms to give each destination: the readers wait at least that long
   // for each tensor (each is asked for once).
   auto device = MakeDevice("sim");
+  std::mutex mutex;  // the readers ask for several tensors at once
   std::vector<void*> given;
   o.destinations_when_needed = true;
   o.destination = [&](size_t, const TensorEntry& t) -> Result<void*> {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     HOIST_ASSIGN_OR_RETURN(void* p, device->AllocateDevice(t.nbytes));
+    const std::lock_guard<std::mutex> lock(mutex);
     given.push_back(p);
     return p;
   };
@@ -188,6 +193,58 @@ TEST(LoaderTest, TheReportSaysWhereTheReadersTimeWent) {
     const auto asked = std::count_if(dir.tensors.begin(), dir.tensors.end(),
                                      [](const TensorEntry& t) { return t.nbytes > 0; });
     EXPECT_GE((*held_back)->report.readers.destination_wait, 0.01 * static_cast<double>(asked));
+  }
+  for (void* p : given) ASSERT_TRUE(device->FreeDevice(p).ok());
+}
+
+// A caller with room at once is asked without the reader settling its copies first; the
+// tensors it has no room for at once are asked for again, once, by the call that may wait.
+TEST(LoaderTest, DestinationsGivenAtOnceAreTakenWithoutSettling) {
+  testing::TempDir tmp;
+  SampleSpec spec;
+  spec.target_bytes = 8 << 20;
+  TensorDirectory dir = Sample(tmp, "m.gguf", spec);
+  auto device = MakeDevice("sim");
+  std::mutex mutex;
+  std::vector<void*> given;
+  std::vector<int> at_once_asks(dir.tensors.size(), 0);
+  std::vector<int> waiting_asks(dir.tensors.size(), 0);
+  auto give = [&](const TensorEntry& t) -> Result<void*> {
+    HOIST_ASSIGN_OR_RETURN(void* p, device->AllocateDevice(t.nbytes));
+    given.push_back(p);
+    return p;
+  };
+  for (const bool every_one_at_once : {true, false}) {
+    SCOPED_TRACE(every_one_at_once ? "every one at once" : "the odd ones after waiting");
+    std::fill(at_once_asks.begin(), at_once_asks.end(), 0);
+    std::fill(waiting_asks.begin(), waiting_asks.end(), 0);
+    LoadOptions o;
+    o.threads = 3;
+    o.chunk_bytes = 256 << 10;
+    o.destinations_when_needed = true;
+    o.destination_at_once = [&](size_t i, const TensorEntry& t) -> Result<void*> {
+      const std::lock_guard<std::mutex> lock(mutex);
+      ++at_once_asks[i];
+      if (!every_one_at_once && i % 2 == 1) return nullptr;
+      return give(t);
+    };
+    o.destination = [&](size_t i, const TensorEntry& t) -> Result<void*> {
+      const std::lock_guard<std::mutex> lock(mutex);
+      ++waiting_asks[i];
+      return give(t);
+    };
+    auto model = Load(dir, device, o);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    ExpectByteExact(dir, **model);
+    for (size_t i = 0; i < dir.tensors.size(); ++i) {
+      const bool asked = dir.tensors[i].nbytes > 0;
+      EXPECT_EQ(at_once_asks[i], asked ? 1 : 0) << dir.tensors[i].name;
+      EXPECT_EQ(waiting_asks[i], asked && !every_one_at_once && i % 2 == 1 ? 1 : 0)
+          << dir.tensors[i].name;
+    }
+    if (every_one_at_once) {
+      EXPECT_EQ((*model)->report.readers.destination_settle, 0.0);
+    }
   }
   for (void* p : given) ASSERT_TRUE(device->FreeDevice(p).ok());
 }
