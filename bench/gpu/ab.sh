@@ -8,7 +8,9 @@
 #   git worktree add /tmp/before REV && (cd /tmp/before && bash scripts/device/build.sh)
 #   mkdir -p .device/before && cp /tmp/before/build-device/hoist .device/before/
 # then on the GPU machine, with .device/ in the repository's root: bash bench/gpu/ab.sh .device/before .device
-# Results under $OUT: log.txt, bench-{A,B}-{1,2}.json, ab.txt (each row's medians side by side).
+# ROUNDS (default 2) rounds of A then B; COLD=0 measures warm loads alone (a pipeline change that
+# touches no read path, judged on more warm rounds in the same time).
+# Results under $OUT: log.txt, bench-{A,B}-ROUND.json, ab.txt (each row's medians side by side).
 # Exits 1 unless every bench exits 0 with every load verified and the warm B/A is at least
 # AB_MIN_WARM (0.98: the 2% bar).
 set -uo pipefail
@@ -18,6 +20,9 @@ OUT=${OUT:-/tmp/hoist-device-out}
 MODEL_DIR=${HOIST_MODEL_DIR:-/root/hoist-model}
 DEVICE=${HOIST_DEVICE:-cuda:0}
 SIZE=${HOIST_SIZE:-20GiB}
+ROUNDS=${ROUNDS:-2}
+cold=(--cold)
+[ "${COLD:-1}" = 0 ] && cold=()
 MODEL=$MODEL_DIR/model.safetensors
 failed=""
 mkdir -p "$OUT" "$MODEL_DIR"
@@ -32,24 +37,24 @@ if [ ! -f "$MODEL" ]; then
   "$B/hoist" make-sample "$MODEL" --format safetensors --size "$SIZE" --seed 11 2>&1 | tee -a "$OUT/log.txt"
   sync
 fi
-for round in 1 2; do
+for round in $(seq "$ROUNDS"); do
   for side in A B; do
     dir=$A; [ "$side" = B ] && dir=$B
-    log "round $round, $side ($dir): hoist bench --cold --repeat 3 --strategies none"
-    "$dir/hoist" bench "$MODEL" --device "$DEVICE" --cold --repeat 3 --strategies none \
+    log "round $round, $side ($dir): hoist bench ${cold[*]} --repeat 3 --strategies none"
+    "$dir/hoist" bench "$MODEL" --device "$DEVICE" "${cold[@]}" --repeat 3 --strategies none \
       --json "$OUT/bench-$side-$round.json" 2>&1 | tee -a "$OUT/log.txt"
     code=${PIPESTATUS[0]}
     echo "exit $code" | tee -a "$OUT/log.txt"
     [ "$code" = 0 ] || failed="$failed $side-$round:exit-$code"
   done
 done
-python3 - "$OUT" "${AB_MIN_WARM:-0.98}" <<'PY' | tee "$OUT/ab.txt" | tee -a "$OUT/log.txt"
+python3 - "$OUT" "${AB_MIN_WARM:-0.98}" "$ROUNDS" <<'PY' | tee "$OUT/ab.txt" | tee -a "$OUT/log.txt"
 import json, os, statistics, sys
-out, min_warm = sys.argv[1], float(sys.argv[2])
+out, min_warm, rounds = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 problems = []
 rows, ceilings = {}, {}
 for side in "AB":
-    for rnd in (1, 2):
+    for rnd in range(1, rounds + 1):
         path = os.path.join(out, f"bench-{side}-{rnd}.json")
         if not os.path.exists(path):
             problems.append(f"bench-{side}-{rnd}.json was not written")
@@ -81,9 +86,9 @@ for (name, mode), sides in sorted(rows.items()):
         if mode == "warm" and ratio < min_warm:
             problems.append(f"{name} warm B/A {ratio:.3f} is below {min_warm}")
     print(line)
-if not any(mode == "warm" and len(s.get("A", [])) == 2 and len(s.get("B", [])) == 2
+if not any(mode == "warm" and len(s.get("A", [])) == rounds and len(s.get("B", [])) == rounds
            for (_, mode), s in rows.items()):
-    problems.append("no warm row with both rounds of A and B")
+    problems.append(f"no warm row with all {rounds} rounds of A and B")
 for p in problems:
     print("FAIL " + p)
 if problems:
