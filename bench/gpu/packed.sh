@@ -8,12 +8,19 @@
 # byte), and one bit flipped in each part of the file (bench/gpu/flip_packed_bit.py), loaded on
 # the GPU: exit 2 naming the tensor and block. Every expectation is checked; the script exits
 # 1 when one does not hold.
+# Then, where a third argument names the directory of another build (the build before a change),
+# warm loads of both files with each build alternated (ROUNDS, default 3), each load's `--json`
+# kept and its stream rate and readers' time (reading, waiting on copies, on staging buffers, on
+# destinations) printed side by side: where the packed load's time goes, before and after.
 # Prepare here: bash scripts/device/prepare.sh; then on the GPU machine, with .device/ in the repository's root:
-#   bash bench/gpu/packed.sh .device 16
-# Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt.
+#   bash bench/gpu/packed.sh .device 16 [.device/before]
+# Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt, warm-BUILD-FILE-ROUND.json,
+# warm.txt.
 set -uo pipefail
 BIN=${1:-.device}
 GIB=${2:-16}
+BEFORE=${3:-}
+ROUNDS=${ROUNDS:-3}
 DEVICE=${HOIST_DEVICE:-cuda:0}
 OUT=${OUT:-/tmp/hoist-device-out}
 WORK=${HOIST_MODEL_DIR:-/root/hoist-packed}
@@ -94,12 +101,58 @@ for place in coded-first coded-last kept-first kept-last checksum-last unit-bits
   expect "$place: exit 2 (was $rc)" test "$rc" -eq 2
   expect "$place: the error names tensor $tensor" grep -qF "tensor $tensor" <<<"$err"
   if [ "$block" != - ]; then
-    expect "$place: the error names block $block" grep -qE "block $block[^0-9]" <<<"$err"
+    expect "$place: the error names block $block" grep -qE "block ${block}[^0-9]" <<<"$err"
   fi
 done
 log "the packed file restored: loads again"
 "$BIN/hoist" load "$PACKED" --device "$DEVICE" --quiet >/dev/null 2>&1
 expect "the restored packed file loads (exit 0)" test $? -eq 0
+
+if [ -n "$BEFORE" ]; then
+  log "warm loads alternated: before ($BEFORE) and this build ($BIN), $ROUNDS rounds"
+  for file in "$PLAIN" "$PACKED"; do
+    "$BIN/hoist" load "$file" --device "$DEVICE" --quiet >/dev/null 2>&1  # the page cache warm
+    for round in $(seq "$ROUNDS"); do
+      for build in before this; do
+        dir=$BIN; [ "$build" = before ] && dir=$BEFORE
+        json=$OUT/warm-$build-${file##*.}-$round.json
+        "$dir/hoist" load "$file" --device "$DEVICE" --quiet --json >"$json" 2>>"$OUT/log.txt"
+        expect "warm $build ${file##*.} round $round: exit 0" test $? -eq 0
+      done
+    done
+  done
+  "$PYTHON" - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/warm.txt" | tee -a "$OUT/log.txt"
+import json, os, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+for ext in ("safetensors", "hoistpack"):
+    means = {}
+    for build in ("before", "this"):
+        runs = []
+        for rnd in range(1, rounds + 1):
+            try:
+                runs.append(json.load(open(os.path.join(out, f"warm-{build}-{ext}-{rnd}.json"))))
+            except (OSError, ValueError):
+                print(f"{ext} {build} round {rnd}: no result")
+        if not runs:
+            continue
+        rates = [j["stream_gbps"] for j in runs]
+        means[build] = statistics.mean(rates)
+        line = f"{ext:11s} {build:6s} stream " + ", ".join(f"{g:.2f}" for g in rates) + " GB/s"
+        r = runs[-1].get("reader_seconds")  # the build before may not report it
+        if r and r["total_s"] > 0:
+            share = lambda k: 100 * r.get(k, 0) / r["total_s"]
+            line += (f"; readers {r['total_s']:.2f} thread-s: read {share('read_s'):.0f}%,"
+                     f" copy wait {share('copy_wait_s'):.0f}%, buffer wait {share('buffer_wait_s'):.0f}%,"
+                     f" destinations {share('destination_wait_s'):.0f}%"
+                     f" (settling {share('destination_settle_s'):.0f}%)")
+        d = runs[-1].get("decode")
+        if d and d["tensors"]:
+            line += f"; {d['tensors']} decodes, busy {d['busy_s']:.3f} s, after streaming {d['after_stream_s']:.3f} s"
+        print(line)
+    if len(means) == 2:
+        print(f"{ext:11s} this/before {means['this'] / means['before']:.3f}")
+PY
+fi
 
 "$PYTHON" - "$OUT" <<'PY' | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
 import json, os, sys
