@@ -11,7 +11,8 @@
 # Then, where a third argument names the directory of another build (the build before a change),
 # warm loads of both files with each build alternated (ROUNDS, default 3), each load's `--json`
 # kept and its stream rate and readers' time (reading, waiting on copies, on staging buffers, on
-# destinations) printed side by side: where the packed load's time goes, before and after.
+# destinations) printed side by side: where the packed load's time goes, before and after. The
+# mean stream rate of this build must be at least AB_MIN_WARM (0.98) of the other's on each file.
 # Prepare here: bash scripts/device/prepare.sh; then on the GPU machine, with .device/ in the repository's root:
 #   bash bench/gpu/packed.sh .device 16 [.device/before]
 # Results under $OUT: log.txt, bench-{plain,packed}.json, decode.txt, warm-BUILD-FILE-ROUND.json,
@@ -121,9 +122,10 @@ if [ -n "$BEFORE" ]; then
       done
     done
   done
-  "$PYTHON" - "$OUT" "$ROUNDS" <<'PY' | tee "$OUT/warm.txt" | tee -a "$OUT/log.txt"
+  "$PYTHON" - "$OUT" "$ROUNDS" "${AB_MIN_WARM:-0.98}" <<'PY' | tee "$OUT/warm.txt" | tee -a "$OUT/log.txt"
 import json, os, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, min_ratio = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+failed = False
 for ext in ("safetensors", "hoistpack"):
     means = {}
     for build in ("before", "this"):
@@ -132,7 +134,8 @@ for ext in ("safetensors", "hoistpack"):
             try:
                 runs.append(json.load(open(os.path.join(out, f"warm-{build}-{ext}-{rnd}.json"))))
             except (OSError, ValueError):
-                print(f"{ext} {build} round {rnd}: no result")
+                print(f"FAILED: {ext} {build} round {rnd}: no result")
+                failed = True
         if not runs:
             continue
         rates = [j["stream_gbps"] for j in runs]
@@ -150,8 +153,14 @@ for ext in ("safetensors", "hoistpack"):
             line += f"; {d['tensors']} decodes, busy {d['busy_s']:.3f} s, after streaming {d['after_stream_s']:.3f} s"
         print(line)
     if len(means) == 2:
-        print(f"{ext:11s} this/before {means['this'] / means['before']:.3f}")
+        ratio = means["this"] / means["before"]
+        verdict = "ok" if ratio >= min_ratio else f"FAILED: below {min_ratio}"
+        print(f"{ext:11s} this/before {ratio:.3f} ({verdict})")
+        failed = failed or ratio < min_ratio
+sys.exit(1 if failed else 0)
 PY
+  expect "warm: every load has a result, this/before at least ${AB_MIN_WARM:-0.98} on both files" \
+    test "${PIPESTATUS[0]}" -eq 0
 fi
 
 "$PYTHON" - "$OUT" <<'PY' | tee "$OUT/summary.txt" | tee -a "$OUT/log.txt"
