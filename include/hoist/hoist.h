@@ -119,6 +119,14 @@ typedef struct hoist_load_options {
    * a JSON plan file of name pattern: cut ("*.q_proj.weight": "rows", "columns", "replicate"
    * or a device index), tried in order before the built-in rules. NULL: the built-in rules. */
   const char* split_plan;
+  /* Third group added: a struct_size that ends above is accepted with these unset.
+   * hoist_load_into with destinations_when_needed only: asked first, before the reader settles
+   * its copies in flight (which drains its queue to the device), for a destination the caller
+   * has without waiting; it must not block, and returns NULL when the caller has none yet (the
+   * reader then settles and calls the destination callback, which may wait). Each tensor is
+   * asked here at most once. NULL: every destination is asked for after settling. */
+  hoist_destination_fn destination_at_once;
+  void* destination_at_once_user;
 } hoist_load_options;
 
 void hoist_load_options_init(hoist_load_options* options);

@@ -231,6 +231,15 @@ class Stream {
     options_.names = name_ptrs_.data();
     options_.name_count = name_ptrs_.size();
     options_.destinations_when_needed = 1;
+    // What Python provided ahead is given at once: the reader then keeps its copies flowing
+    // instead of settling them before each tensor.
+    options_.destination_at_once = [](void* user, size_t index, const hoist_tensor_info*) -> void* {
+      auto* self = static_cast<Stream*>(user);
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      const auto it = self->provided_.find(index);
+      return it != self->provided_.end() ? reinterpret_cast<void*>(it->second) : nullptr;
+    };
+    options_.destination_at_once_user = this;
     options_.tensor_loaded = [](void* user, size_t index) {
       auto* self = static_cast<Stream*>(user);
       {

@@ -172,6 +172,14 @@ hoist::Status ToLoadOptions(const hoist_load_options& o, hoist::LoadOptions* lo)
     };
   }
   lo->destinations_when_needed = o.destinations_when_needed != 0;
+  if (o.destination_at_once != nullptr) {
+    lo->destination_at_once = [fn = o.destination_at_once, user = o.destination_at_once_user](
+                                  size_t index,
+                                  const hoist::TensorEntry& t) -> hoist::Result<void*> {
+      const hoist_tensor_info info = Info(t);
+      return fn(user, index, &info);
+    };
+  }
   return hoist::Status::Ok();
 }
 

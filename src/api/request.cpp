@@ -64,6 +64,9 @@ Status CheckRequest(const LoadRequest& request) {
   if (o.destinations_when_needed && !o.destination) {
     return Refuse("destinations_when_needed needs a destination callback");
   }
+  if (o.destination_at_once && !o.destinations_when_needed) {
+    return Refuse("destination_at_once is for destinations_when_needed");
+  }
   if (request.parts && !request.split_plan.empty()) {
     return Refuse(s.split_plan + " is for " + s.split + " tensor");
   }

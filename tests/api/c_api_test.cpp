@@ -191,6 +191,76 @@ TEST(CApiTest, DestinationsWhenNeededAndTensorsReportedAsTheyLand) {
   hoist_model_close(model);
 }
 
+// destination_at_once through the C API: asked once per tensor before the callback that may
+// wait, which is then asked only for the tensors it gave NULL; refused without
+// destinations_when_needed; ignored past an older caller's struct_size.
+TEST(CApiTest, DestinationsGivenAtOnceAreAskedFirst) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  struct Asks {
+    std::mutex mutex;
+    std::vector<std::vector<unsigned char>> memory;
+    std::vector<int> at_once, waiting;
+    void* Give(size_t index, const hoist_tensor_info* t) {
+      memory[index].resize(t->nbytes);
+      return memory[index].data();
+    }
+  } asks;
+  const size_t n = hoist_model_tensor_count(model);
+  auto at_once = [](void* user, size_t index, const hoist_tensor_info* t) -> void* {
+    auto* a = static_cast<Asks*>(user);
+    const std::lock_guard<std::mutex> lock(a->mutex);
+    ++a->at_once[index];
+    return index % 2 == 0 ? a->Give(index, t) : nullptr;
+  };
+  auto waiting = [](void* user, size_t index, const hoist_tensor_info* t) -> void* {
+    auto* a = static_cast<Asks*>(user);
+    const std::lock_guard<std::mutex> lock(a->mutex);
+    ++a->waiting[index];
+    return a->Give(index, t);
+  };
+  for (const bool older_caller : {false, true}) {
+    SCOPED_TRACE(older_caller ? "struct_size without the third group" : "the whole struct");
+    asks.memory.assign(n, {});
+    asks.at_once.assign(n, 0);
+    asks.waiting.assign(n, 0);
+    hoist_load_options options;
+    hoist_load_options_init(&options);
+    options.device = "host";
+    options.threads = 3;
+    options.chunk_bytes = 4096;
+    options.destinations_when_needed = 1;
+    options.destination_at_once = at_once;
+    options.destination_at_once_user = &asks;
+    if (older_caller) options.struct_size = offsetof(hoist_load_options, destination_at_once);
+    hoist_loaded* loaded = nullptr;
+    ASSERT_EQ(hoist_load_into(model, &options, waiting, &asks, &loaded), HOIST_OK)
+        << hoist_last_error();
+    for (size_t i = 0; i < n; ++i) {
+      hoist_tensor_info t{};
+      ASSERT_EQ(hoist_model_tensor(model, i, &t), HOIST_OK);
+      const int asked = t.nbytes > 0 ? 1 : 0;
+      EXPECT_EQ(asks.at_once[i], older_caller ? 0 : asked) << i;
+      EXPECT_EQ(asks.waiting[i], older_caller || i % 2 == 1 ? asked : 0) << i;
+    }
+    size_t mismatches = 99;
+    EXPECT_EQ(hoist_loaded_verify(loaded, &mismatches), HOIST_OK);
+    EXPECT_EQ(mismatches, 0u);
+    hoist_loaded_free(loaded);
+  }
+  hoist_load_options options;
+  hoist_load_options_init(&options);
+  options.device = "host";
+  options.destination_at_once = at_once;
+  options.destination_at_once_user = &asks;
+  hoist_loaded* loaded = nullptr;
+  EXPECT_EQ(hoist_load_into(model, &options, waiting, &asks, &loaded), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(hoist_last_error(), "destination_at_once is for destinations_when_needed"),
+            nullptr)
+      << hoist_last_error();
+  hoist_model_close(model);
+}
+
 // Slices through the C API: rows [1, 3) and the second half of the columns of every row of a
 // corpus tensor, compared with the file's bytes; verify refuses a load of regions.
 TEST(CApiTest, RegionsOfATensorLoadAsAskedAndVerifyRefusesThem) {
