@@ -152,6 +152,10 @@ class DecodingLoad {
   // The destination when it is to be had without waiting: a raw tensor's place, or room in
   // the ring for a coded one; nullptr otherwise (and whenever the caller gives destinations).
   Result<void*> CarrierDestinationAtOnce(size_t i);
+  // Coded tensor i's room in its device's scratch ring: its stored bytes, aligned; nullptr
+  // when the ring has none within `wait` or the load stopped.
+  uint64_t ScratchBytes(size_t i) const;
+  unsigned char* TakeScratch(size_t i, std::chrono::milliseconds wait);
   void CarrierLanded(size_t i);
   void Watch();
   // Gathers the decodes that finished into `finished` and marks the ones past the stall
@@ -248,8 +252,8 @@ Status DecodingLoad::Prepare() {
     coded_[i].packed = &p;
     coded_[i].parts = *PartsOf(p);
     coded_on[d].push_back(i);
-    streamed[d] += AlignUp(coded_[i].parts.bytes, kScratchAlign);
-    largest[d] = std::max(largest[d], AlignUp(coded_[i].parts.bytes, kScratchAlign));
+    streamed[d] += ScratchBytes(i);
+    largest[d] = std::max(largest[d], ScratchBytes(i));
     decoded_on_device_bytes_ += p.nbytes;
   }
   const int threads = options_.threads > 0
@@ -340,11 +344,10 @@ Result<void*> DecodingLoad::CarrierDestination(size_t i) {
   CodedTensor& c = coded_[i];
   if (c.packed == nullptr) return static_cast<void*>(final_[i].load());
   DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
-  const uint64_t n = AlignUp(c.parts.bytes, kScratchAlign);
-  c.scratch = side.ring->Take(n, kRingWait, stop_);
+  c.scratch = TakeScratch(i, kRingWait);
   if (c.scratch == nullptr) {
     if (stop_.load()) return Status::Cancelled("the load stopped");
-    HOIST_ASSIGN_OR_RETURN(void* own, side.device->AllocateDevice(n));
+    HOIST_ASSIGN_OR_RETURN(void* own, side.device->AllocateDevice(ScratchBytes(i)));
     std::lock_guard<std::mutex> lock(side.own_mutex);
     side.own_scratch.push_back(own);
     c.scratch = static_cast<unsigned char*>(own);
@@ -356,10 +359,16 @@ Result<void*> DecodingLoad::CarrierDestinationAtOnce(size_t i) {
   if (options_.destination) return nullptr;
   CodedTensor& c = coded_[i];
   if (c.packed == nullptr) return static_cast<void*>(final_[i].load());
-  DeviceSide& side = *sides_[tensor_layout_.device_of[i]];
-  c.scratch =
-      side.ring->Take(AlignUp(c.parts.bytes, kScratchAlign), std::chrono::milliseconds(0), stop_);
+  c.scratch = TakeScratch(i, std::chrono::milliseconds(0));
   return static_cast<void*>(c.scratch);
+}
+
+uint64_t DecodingLoad::ScratchBytes(size_t i) const {
+  return AlignUp(coded_[i].parts.bytes, kScratchAlign);
+}
+
+unsigned char* DecodingLoad::TakeScratch(size_t i, std::chrono::milliseconds wait) {
+  return sides_[tensor_layout_.device_of[i]]->ring->Take(ScratchBytes(i), wait, stop_);
 }
 
 void DecodingLoad::GiveScratch(size_t i) {

@@ -148,15 +148,18 @@ enum AskState : uint8_t {
   kAskingMayWait = 2,  // destination, which may wait for tensors to be reported
 };
 
-// Waits until the destination is known or the ask that may wait has begun; false when the
-// load stopped.
-bool WaitWhileAskedAtOnce(LoadJob& job, uint32_t tensor) {
-  while (job.destination_asked[tensor].load() == kAskingAtOnce &&
-         job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
+// Polls every `interval` until `done()` holds; false when the load stopped first.
+template <typename Done>
+bool PollUnlessStopped(const LoadJob& job, Done done, std::chrono::microseconds interval) {
+  while (!done()) {
     if (job.stop.load()) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    std::this_thread::sleep_for(interval);
   }
   return true;
+}
+
+bool HasDestination(const LoadJob& job, uint32_t tensor) {
+  return job.dest[tensor].load(std::memory_order_acquire) != nullptr;
 }
 
 // Takes the ask for tensor's destination (one per tensor; asks for different tensors run at
@@ -164,29 +167,33 @@ bool WaitWhileAskedAtOnce(LoadJob& job, uint32_t tensor) {
 // tries the caller's destination_at_once. Where another reader holds the ask and is asking at
 // once, its answer is awaited here: only an ask that may wait needs this reader settled.
 Asked AskAtOnce(LoadJob& job, uint32_t tensor) {
+  const bool at_once = static_cast<bool>(job.destination_at_once);
   uint8_t state = kUnasked;
-  if (!job.destination_asked[tensor].compare_exchange_strong(state, kAskingAtOnce)) {
-    if (!WaitWhileAskedAtOnce(job, tensor)) return Asked::kFailed;
-    return job.dest[tensor].load(std::memory_order_acquire) != nullptr ? Asked::kHave
-                                                                       : Asked::kAnotherAsks;
+  if (!job.destination_asked[tensor].compare_exchange_strong(
+          state, at_once ? kAskingAtOnce : kAskingMayWait)) {
+    const bool answered = PollUnlessStopped(
+        job,
+        [&] {
+          return job.destination_asked[tensor].load() != kAskingAtOnce ||
+                 HasDestination(job, tensor);
+        },
+        std::chrono::microseconds(20));
+    if (!answered) return Asked::kFailed;
+    return HasDestination(job, tensor) ? Asked::kHave : Asked::kAnotherAsks;
   }
-  if (job.destination_at_once) {
-    auto p = job.destination_at_once(tensor, job.dir->tensors[tensor]);
-    if (!p.ok() || *p != nullptr) {
-      return KeepDestination(job, tensor, std::move(p)) ? Asked::kHave : Asked::kFailed;
-    }
+  if (!at_once) return Asked::kMustWait;
+  auto p = job.destination_at_once(tensor, job.dir->tensors[tensor]);
+  if (!p.ok() || *p != nullptr) {
+    return KeepDestination(job, tensor, std::move(p)) ? Asked::kHave : Asked::kFailed;
   }
   job.destination_asked[tensor].store(kAskingMayWait);
   return Asked::kMustWait;
 }
 
 // Waits while another reader asks for tensor's destination; false when the load stopped.
-bool WaitForAnotherReadersAsk(LoadJob& job, uint32_t tensor) {
-  while (job.dest[tensor].load(std::memory_order_acquire) == nullptr) {
-    if (job.stop.load()) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  return true;
+bool WaitForAnotherReadersAsk(const LoadJob& job, uint32_t tensor) {
+  return PollUnlessStopped(
+      job, [&] { return HasDestination(job, tensor); }, std::chrono::microseconds(50));
 }
 
 // The ask AskAtOnce left to this reader: the caller's `destination`, which may wait; false
