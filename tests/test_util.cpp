@@ -263,4 +263,42 @@ int HoistProcess::Wait(double seconds) {
 }
 #endif
 
+int ThreadExchange::Start(uint32_t rank, void* block, uint64_t chunk) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Round& round = rounds_[started_[rank]++];
+  if (round.blocks.empty()) {
+    round.blocks.assign(world_, nullptr);
+    round.chunks.assign(world_, 0);
+  }
+  round.blocks[rank] = static_cast<unsigned char*>(block);
+  round.chunks[rank] = chunk;
+  if (++round.count < world_) return 0;
+  for (uint32_t r = 0; r < world_; ++r) {
+    if (round.chunks[r] != chunk) {
+      round.outcome = -1;
+      return 0;
+    }
+  }
+  for (uint32_t to = 0; to < world_; ++to) {
+    for (uint32_t from = 0; from < world_; ++from) {
+      if (from != to) {
+        std::memcpy(round.blocks[to] + from * chunk, round.blocks[from] + from * chunk, chunk);
+      }
+    }
+  }
+  round.outcome = 1;
+  return 0;
+}
+
+int ThreadExchange::Poll(uint32_t rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (started_[rank] == 0) return -1;
+  return rounds_[started_[rank] - 1].outcome;
+}
+
+uint64_t ThreadExchange::Started(uint32_t rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return started_[rank];
+}
+
 }  // namespace hoist::testing

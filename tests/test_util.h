@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -135,6 +137,33 @@ class HoistProcess {
   int exit_code_ = -1;
 };
 #endif
+
+// An all-gather between threads that stand for the ranks of a job, polled as NCCL's and
+// torch's are: a rank's round finishes once every rank has started it, when each rank's chunk
+// is copied into every other's block. A round whose ranks gave different chunk sizes fails
+// (Poll -1) and copies nothing. Thread safe.
+class ThreadExchange {
+ public:
+  explicit ThreadExchange(uint32_t world) : world_(world), started_(world, 0) {}
+  // Starts `rank`'s next round over block (world chunks of `chunk` bytes). Returns 0.
+  int Start(uint32_t rank, void* block, uint64_t chunk);
+  // `rank`'s latest round: 1 finished, 0 waiting for other ranks, -1 failed.
+  int Poll(uint32_t rank);
+  // How many rounds `rank` has started.
+  uint64_t Started(uint32_t rank);
+
+ private:
+  struct Round {
+    std::vector<unsigned char*> blocks;
+    std::vector<uint64_t> chunks;
+    uint32_t count = 0;
+    int outcome = 0;
+  };
+  std::mutex mutex_;
+  uint32_t world_;
+  std::vector<uint64_t> started_;
+  std::map<uint64_t, Round> rounds_;
+};
 
 // Writes a sparse GGUF (no disk cost) whose tensors "near" (F32 [16], 64 bytes), "past_2g"
 // (Q8_0 [4, 64], 272 bytes, past 2 GiB) and "past_4g" (F16 [8, 512], 8192 bytes, past 4 GiB)

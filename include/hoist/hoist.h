@@ -297,10 +297,11 @@ void hoist_plan_free(hoist_plan* plan);
 typedef int (*hoist_all_gather_fn)(void* user, void* block, uint64_t chunk_bytes);
 /* A rank's exchange that hoist can wait for: `start` begins it (ncclAllGather on a stream, an
  * MPI_Iallgather, a torch.distributed async_op) and returns 0, or nonzero to fail the load;
- * `poll` answers 1 once it has finished, 0 while it runs, negative if it failed. hoist polls
- * every few milliseconds on the calling thread, so the wait keeps the stall timeout and ends on
- * cancel (the progress callback) and SIGINT/SIGTERM. A wait that ends before poll answered 1
- * (stalled, cancelled, poll negative) leaves the block allocated until the process ends: the
+ * `poll` answers 1 once it has finished, 0 while it runs, negative if it failed (a collective
+ * that completed with an error, was aborted or lost a peer has failed). hoist polls every few
+ * milliseconds on the calling thread, so the wait keeps the stall timeout and ends on cancel
+ * (the progress callback) and SIGINT/SIGTERM. A wait that ends before poll answered 1 (stalled,
+ * cancelled, poll negative) leaves that exchange's block allocated until the process ends: the
  * exchange may still write into it. With poll NULL, start returns once the exchange has
  * finished, and no deadline can hold. */
 typedef struct hoist_all_gather {
@@ -312,7 +313,13 @@ typedef struct hoist_all_gather {
  * rank's parts of `split` ("tensor" or "replicate", cut as hoist_model_cut cuts for `world`
  * devices with split_shares; with the options' names, of those tensors only). Its slices are
  * read; each tensor every rank holds whole is read 1/world by each rank and gathered by
- * `all_gather`, started once, on the calling thread.
+ * `all_gather`. With world > 1 every rank also tells the others, through `all_gather` (blocks of
+ * world * 256 bytes), whether its share loaded and how it was laid out, before the gather and
+ * after it, even when its own share failed: every rank then returns HOIST_OK with every part
+ * equal to the file's, or an error, naming the rank that failed and why in the others'
+ * (a silent peer: HOIST_STALLED after the stall timeout). Every rank of the job must call it
+ * with the same model, split, shares and names. start is called on the calling thread, up to
+ * three times per load, each exchange finished before the next begins.
  * hoist_loaded_tensor(loaded, i) is this rank's part i, in hoist_model_cut's order of the parts
  * whose device is `rank`, all in one block the loaded model owns; hoist_loaded_verify compares
  * them with the file. */

@@ -598,13 +598,24 @@ def _load_rank(model, device, wanted, split, tensor_split, group, progress, opti
         return dist.all_gather(chunks, chunks[rank].clone(), group=group, async_op=True)
 
     def poll(work):
-        return work.is_completed()
+        if not work.is_completed():
+            return False
+        # A collective that completed may have failed (a peer gone, the group aborted or timed
+        # out): wait() raises its error, where is_completed() alone would count it as done.
+        work.wait()
+        return True
 
     callback = _progress_callback(progress)
     names_option = [] if len(wanted) == len(model.tensors) else wanted
     try:
         loaded = model._native.load_rank(split, rank, world, hoist_name, shares, split_plan,
                                          start, poll, callback, names=names_option, **arguments)
+    except (HoistError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # the group's own error (gloo, NCCL): no tensor comes of it
+        raise DeviceError(f"rank {rank} of {world}: the exchange through the process group "
+                          f"failed ({type(e).__name__}: {e}); no rank returns tensors from it",
+                          "device error") from e
     finally:
         if isinstance(callback, (ProgressBar, _TqdmBar)):
             callback.close()

@@ -31,7 +31,13 @@ PyObject* g_make_error = nullptr;
 
 [[noreturn]] void Raise(hoist_status status) {
   py::object make_error = py::reinterpret_borrow<py::object>(g_make_error);
-  py::object error = make_error(std::string(hoist_last_error()), static_cast<int>(status),
+  // A message may quote a file's bytes that are not UTF-8 (a GGUF key or name): shown escaped,
+  // as \xNN, rather than failing the raise itself with UnicodeDecodeError.
+  const char* message = hoist_last_error();
+  PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)),
+                                        "backslashreplace");
+  if (text == nullptr) throw py::error_already_set();
+  py::object error = make_error(py::reinterpret_steal<py::str>(text), static_cast<int>(status),
                                 std::string(hoist_status_name(status)));
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();

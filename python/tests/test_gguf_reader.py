@@ -92,3 +92,44 @@ class DamagedGgufTest(unittest.TestCase):
             self.assertGreater(outcomes["refused"], 0, outcomes)
             self.assertGreater(outcomes["opened"], 0, outcomes)
 
+    def test_a_refusal_that_quotes_bytes_not_utf8_is_a_hoist_error(self):
+        # Two tensors named b"tensor_\xff": the refusal quotes the name, escaped.
+        corpus = os.environ.get("HOIST_CORPUS_DIR", os.path.join(
+            os.path.dirname(__file__), "..", "..", "tests", "corpus"))
+        with open(os.path.join(corpus, "gguf", "dummy-10-tensors.gguf"), "rb") as f:
+            data = bytearray(f.read())
+        for name in (b"tensor_1", b"tensor_2"):
+            data[data.find(name) + 7] = 0xFF
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "d.gguf")
+            with open(path, "wb") as f:
+                f.write(bytes(data))
+            with self.assertRaises(hoist.HoistError) as caught:
+                hoist.gguf.open(path)
+            self.assertIn("duplicate tensor name 'tensor_\\xff' at byte ", str(caught.exception))
+
+    def test_random_damage_to_the_header_is_a_hoist_error_or_a_model(self):
+        import random
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.gguf")
+            subprocess.run([HOIST_CLI, "make-sample", path, "--size", "1MiB", "--dtypes",
+                            "F32,Q4_K"], check=True, capture_output=True)
+            with open(path, "rb") as f:
+                original = f.read()
+            header_end = original.find(b"hoist sample") + 4096
+            damaged = os.path.join(tmp, "d.gguf")
+            for seed in range(200):
+                rnd = random.Random(seed)
+                data = bytearray(original)
+                for _ in range(rnd.randint(1, 8)):
+                    data[rnd.randrange(0, header_end)] ^= 1 << rnd.randrange(8)
+                with open(damaged, "wb") as f:
+                    f.write(bytes(data))
+                try:
+                    with hoist.gguf.open(damaged) as g:
+                        g.metadata()
+                        for name in g.keys():
+                            g.info(name)
+                except hoist.HoistError:
+                    pass
+

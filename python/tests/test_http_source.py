@@ -92,5 +92,70 @@ class HttpSourceTest(unittest.TestCase):
         self.assertEqual(str(caught.exception), f"{missing}: 404 Not Found")
 
 
+def swapping_server(first, then, after):
+    """A server of one file that is replaced by another (another layout, another ETag) once its
+    first `after` ranged GETs (the header's) are answered. Returns (server, url); serve_forever runs on a
+    thread of its own."""
+    import http.server
+    import threading
+    state = {"ranged": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def current(self):
+            return (first, '"first"') if state["ranged"] < after else (then, '"then"')
+
+        def do_HEAD(self):
+            data, etag = self.current()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("ETag", etag)
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self):
+            data, etag = self.current()
+            spec = self.headers.get("Range", "bytes=0-").split("=", 1)[1]
+            begin, _, end = spec.partition("-")
+            begin, end = int(begin), min(int(end or len(data) - 1), len(data) - 1)
+            body = data[begin:end + 1]
+            state["ranged"] += 1
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {begin}-{end}/{len(data)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", etag)
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/model.safetensors"
+
+
+class ReplacedUrlTest(unittest.TestCase):
+    def test_a_file_replaced_after_its_header_is_refused(self):
+        # Another model's bytes under the same URL after the header was read: load_file raises
+        # FileChangedError (the CLI's exit 6), never tensors cut from the other file.
+        g = torch.Generator().manual_seed(3)
+        with tempfile.TemporaryDirectory() as tmp:
+            first, then = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+            save_file({"w": torch.randn(64, 32, generator=g)}, first)
+            save_file({"v": torch.randn(32, 64, generator=g), "u": torch.randn(7)}, then)
+            with open(first, "rb") as f, open(then, "rb") as t:
+                server, url = swapping_server(f.read(), t.read(), after=2)
+        try:
+            with self.assertRaises(hoist.HoistError) as caught:
+                hoist.load_file(url, device="cpu")
+            self.assertEqual(caught.exception.status, "model changed")
+            self.assertIn("model.safetensors: written to (its size went from", str(caught.exception))
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -119,6 +119,59 @@ def failing_main(rank, world, init_file, path, case, results, finished):
         os._exit(0)  # a gloo collective left pending must not hold the process
 
 
+def hostile_main(rank, world, init_file, path, case, results, finished):
+    """Every rank loads with split="tensor"; the last rank (or rank 0) misbehaves as `case` says:
+    "refuse" (shares that do not fit the job, the error caught), "refuse_python" (a load refused
+    before it reaches the engine, the process living on), "raise" (rank 0's all-gather raises),
+    "kill" (SIGKILLed while its lane loads). Each rank reports what it got: an error, or the
+    ranks' tensors compared with the file's cut (the names of those that differ)."""
+    import signal
+    import time
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    stall = 3.0
+    last = world - 1
+    try:
+        options = {"stall_timeout": stall}
+        if case == "refuse" and rank == last:
+            options["tensor_split"] = [1] * (world + 1)
+        if case == "raise" and rank == 0:
+            real = dist.all_gather
+            calls = []
+
+            def failing_all_gather(*args, **kwargs):
+                calls.append(1)
+                if len(calls) == 2:  # the check before it went through; the gather raises
+                    raise RuntimeError("injected failure of the all-gather")
+                return real(*args, **kwargs)
+            dist.all_gather = failing_all_gather
+        if case == "kill" and rank == last:
+            def progress(done, total):
+                os.kill(os.getpid(), signal.SIGKILL)
+            options["progress"] = progress
+        start = time.monotonic()
+        try:
+            if case == "refuse_python" and rank == last:
+                hoist.load_file(path, device=["cpu"], split="tensor",
+                                process_group=dist.group.WORLD)
+            got = hoist.load_file(path, device="cpu", split="tensor",
+                                  process_group=dist.group.WORLD, **options)
+        except (hoist.HoistError, TypeError) as e:
+            results.put((rank, f"{type(e).__name__}: {e}", time.monotonic() - start, None))
+            if rank == last and case.startswith("refuse"):
+                finished.wait(30)  # lives on, its group open, while the others decide
+            return
+        written = tensors()
+        bad = [name for name, whole in written.items()
+               if name not in got or not torch.equal(got[name],
+                                                     expected_part(name, whole, rank, world))]
+        results.put((rank, "loaded", time.monotonic() - start, bad))
+    finally:
+        results.close()
+        results.join_thread()
+        os._exit(0)  # a gloo collective left pending must not hold the process
+
+
 class RankModeTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -197,6 +250,62 @@ class RankModeTest(unittest.TestCase):
         message, at = got[0]
         self.assertEqual(message, "KeyboardInterrupt")
         self.assertLess(at - sent, 0.5)
+
+    def run_hostile(self, world, case):
+        ctx = mp.get_context("spawn")
+        results = ctx.Queue()
+        finished = ctx.Event()
+        init_file = os.path.join(self.tmp.name, f"init-{case}-{world}")
+        procs = [ctx.Process(target=hostile_main,
+                             args=(r, world, init_file, self.path, case, results, finished))
+                 for r in range(world)]
+        for p in procs:
+            p.start()
+        expected = world - 1 if case == "kill" else world
+        got = {}
+        import queue
+        try:
+            while len(got) < expected:
+                rank, message, seconds, bad = results.get(timeout=60)
+                got[rank] = (message, seconds, bad)
+                if all(r in got for r in range(world - 1)):
+                    finished.set()  # the misbehaving rank may go now
+        except queue.Empty:
+            pass
+        finished.set()
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+        return got
+
+    def test_no_rank_returns_bytes_a_peer_never_sent(self):
+        # Every rank ends with an error, or with every tensor equal to the file's cut; never
+        # success with the bytes a failed peer did not send. Within the stall timeout (3 s).
+        for world in (2, 4):
+            for case in ("refuse", "refuse_python", "raise", "kill"):
+                with self.subTest(world=world, case=case):
+                    got = self.run_hostile(world, case)
+                    self.assertEqual(len(got), world - 1 if case == "kill" else world, got)
+                    for rank, (message, seconds, bad) in got.items():
+                        if message == "loaded":
+                            self.assertEqual(bad, [], f"rank {rank}")
+                        self.assertLess(seconds, 3.0 + 2.5, f"rank {rank}: {message}")
+                    loaded = [r for r, (m, _, _) in got.items() if m == "loaded"]
+                    self.assertEqual(loaded, [], f"{case}: ranks {loaded} returned success")
+                    last = world - 1
+                    if case == "refuse":
+                        for rank in range(last):
+                            self.assertIn(f"rank {last} of {world} failed its load: ",
+                                          got[rank][0])
+                        self.assertLess(max(s for _, s, _ in got.values()), 2.0)
+                    if case == "refuse_python":
+                        self.assertIn("TypeError", got[last][0])
+                        for rank in range(last):
+                            self.assertIn("StalledError", got[rank][0])
+                            self.assertIn("in the check before the all-gather", got[rank][0])
+                    if case == "raise":
+                        self.assertIn("injected failure of the all-gather", got[0][0])
 
     def test_rank_mode_refuses_a_layer_split(self):
         with self.assertRaises(hoist.HoistError) as caught:

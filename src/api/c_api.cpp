@@ -21,6 +21,7 @@
 #include "base/build_info.h"
 #include "format/directory_json.h"
 #include "format/dtypes.h"
+#include "io/http_storage.h"
 #include "io/hub.h"
 #define HOIST_NO_DEPRECATED_WARNINGS  // this file defines the deprecated entries
 #include "hoist/hoist.h"
@@ -96,7 +97,7 @@ static_assert(kCStatuses[static_cast<size_t>(hoist::Code::kStalled)] == HOIST_ST
 hoist_status CStatus(hoist::Code code) { return kCStatuses[static_cast<size_t>(code)]; }
 
 hoist_status Fail(const hoist::Status& status) {
-  KeepLastError(status.message());
+  KeepLastError(hoist::RedactSecrets(status.message()));
   return CStatus(status.code());
 }
 

@@ -264,30 +264,45 @@ Result<std::vector<TensorRegion>> CutForDevices(const TensorDirectory& dir,
   return PlaceModel(policy, input);
 }
 
-Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,
-                                 uint32_t rank, uint32_t world, const AllGather& all_gather) {
-  const LoadOptions& o = request.options;
-  if (!request.placement.empty() || o.checksum || o.destination || o.destinations_when_needed ||
-      request.parts) {
+namespace {
+
+// This rank's cut of the whole model, of the named tensors only; an error here is this rank's
+// verdict, told to its peers.
+Result<std::vector<TensorRegion>> CutForRank(const TensorDirectory& dir,
+                                             const LoadRequest& whole_model,
+                                             const std::vector<std::string>& names,
+                                             uint32_t world) {
+  const LoadOptions& o = whole_model.options;
+  if (!whole_model.placement.empty() || o.checksum || o.destination || o.destinations_when_needed ||
+      whole_model.parts) {
     return Status::InvalidArgument("rank mode takes no placement, checksum, destinations or parts");
   }
-  LoadRequest whole_model = request;
-  whole_model.options.names.clear();  // the cut is of the whole model; names pick its parts
   HOIST_RETURN_IF_ERROR(CheckRequest(whole_model));
   HOIST_ASSIGN_OR_RETURN(std::vector<TensorRegion> cut,
                          CutForDevices(dir, whole_model, world == 0 ? 1 : world));
-  if (!o.names.empty()) {
-    std::vector<bool> named(dir.tensors.size(), false);
-    for (const std::string& name : o.names) {
-      const TensorEntry* t = dir.Find(name);
-      if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
-      named[static_cast<size_t>(t - dir.tensors.data())] = true;
-    }
-    cut.erase(std::remove_if(cut.begin(), cut.end(),
-                             [&](const TensorRegion& r) { return !named[r.tensor]; }),
-              cut.end());
+  if (names.empty()) return cut;
+  std::vector<bool> named(dir.tensors.size(), false);
+  for (const std::string& name : names) {
+    const TensorEntry* t = dir.Find(name);
+    if (t == nullptr) return Status::NotFound("no tensor named '" + name + "' in the model");
+    named[static_cast<size_t>(t - dir.tensors.data())] = true;
   }
+  cut.erase(std::remove_if(cut.begin(), cut.end(),
+                           [&](const TensorRegion& r) { return !named[r.tensor]; }),
+            cut.end());
+  return cut;
+}
+
+}  // namespace
+
+Result<CompletedLoad> LoadAsRank(const TensorDirectory& dir, const LoadRequest& request,
+                                 uint32_t rank, uint32_t world, const AllGather& all_gather) {
+  LoadRequest whole_model = request;
+  whole_model.options.names.clear();  // the cut is of the whole model; names pick its parts
+  const Result<std::vector<TensorRegion>> cut =
+      CutForRank(dir, whole_model, request.options.names, world);
   const auto start = std::chrono::steady_clock::now();
+  // Without its device a rank cannot take part in the checks: its peers find it silent.
   HOIST_ASSIGN_OR_RETURN(auto devices, OpenDevices(request.device, request.spelling.device));
   if (devices.size() != 1) {
     return Status::InvalidArgument("rank mode loads onto one device per process");

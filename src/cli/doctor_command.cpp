@@ -73,9 +73,9 @@ class Doctor {
       ceilings_.push_back({name, text, ""});
       json_["ceilings"][key] = t->gbps();
     } else {
-      ceilings_.push_back({name, "not measured", t.status().message()});
+      ceilings_.push_back({name, "not measured", RedactSecrets(t.status().message())});
       json_["ceilings"][key] = nullptr;
-      json_["not_measured"][key] = t.status().message();
+      json_["not_measured"][key] = RedactSecrets(t.status().message());
     }
   }
   // key and value: the JSON's (numbers in bytes); name and shown: the table's.
@@ -171,10 +171,11 @@ void MeasureLocalStorage(Doctor& doctor, Storage& storage, const std::vector<std
     doctor.Measured("storage_read_buffered_cold_gbps", "storage read, buffered (cold)",
                     MeasureParallelRead(storage, paths, threads, 8 * kMiB, false));
   } else {
-    doctor.Measured("storage_read_buffered_gbps", "storage read, buffered",
-                    Status::Unavailable("the model's pages cannot be dropped from the cache "
-                                        "here (" +
-                                        dropped.message() + "); see the direct read"));
+    doctor.Measured(
+        "storage_read_buffered_gbps", "storage read, buffered",
+        Status::Unavailable("the model's pages cannot be dropped from the cache "
+                            "here (" +
+                            RedactSecrets(dropped.message()) + "); see the direct read"));
   }
   auto direct = MeasureParallelRead(storage, paths, threads, 8 * kMiB, true);
   doctor.Measured("storage_read_direct_gbps", "storage read, direct (O_DIRECT)", direct);

@@ -7,6 +7,7 @@
 
 #include "base/platform.h"
 #include "base/status.h"
+#include "io/http_storage.h"
 
 namespace hoist::cli {
 
@@ -26,7 +27,7 @@ inline int ExitCodeFor(const Status& status) { return RowOf(status.code()).exit_
 // Prints "hoist: MESSAGE" on stderr and returns the exit code for the failure: 128 + N when a
 // stop signal N cancelled it.
 inline int ReportFailure(const Status& status) {
-  std::fprintf(stderr, "hoist: %s\n", status.message().c_str());
+  std::fprintf(stderr, "hoist: %s\n", RedactSecrets(status.message()).c_str());
   if (status.code() == Code::kCancelled && StopSignalReceived() != 0) {
     return kExitSignalBase + StopSignalReceived();
   }

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,16 +42,17 @@ Result<std::optional<uint64_t>> FirstDifference(File& a, uint64_t a_offset, File
   return std::optional<uint64_t>();
 }
 
-// Every tensor of `packed` decodes to the bytes of the same tensor of `original`.
-Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed_path) {
-  HOIST_ASSIGN_OR_RETURN(const TensorDirectory packed, ReadModelDirectory(packed_path));
+// Every tensor of `packed` (the file at packed_read, named packed_path) decodes to the bytes
+// of the same tensor of `original`, as it was parsed.
+Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed_read,
+                      const std::string& packed_path) {
+  HOIST_ASSIGN_OR_RETURN(const TensorDirectory packed, ReadModelDirectory(packed_read));
   if (packed.tensors.size() != original.tensors.size()) {
     return Status(Code::kVerifyMismatch,
                   packed_path + " holds " + std::to_string(packed.tensors.size()) +
                       " tensors, the original " + std::to_string(original.tensors.size()));
   }
-  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> decoded,
-                         packed.source().Open(packed.files[0].path, {}));
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> decoded, packed.OpenAsParsed(0));
   std::vector<std::unique_ptr<File>> files(original.files.size());
   for (size_t i = 0; i < original.tensors.size(); ++i) {
     const TensorEntry& o = original.tensors[i];
@@ -61,8 +63,7 @@ Status CheckRoundTrip(const TensorDirectory& original, const std::string& packed
                                                o.name + " " + o.dtype);
     }
     if (!files[o.file]) {
-      HOIST_ASSIGN_OR_RETURN(files[o.file],
-                             original.source().Open(original.files[o.file].path, {}));
+      HOIST_ASSIGN_OR_RETURN(files[o.file], original.OpenAsParsed(o.file));
     }
     HOIST_ASSIGN_OR_RETURN(const std::optional<uint64_t> differs,
                            FirstDifference(*files[o.file], o.offset, *decoded, p.offset, o.nbytes));
@@ -89,12 +90,15 @@ Runner RegisterPack(CLI::App& app) {
       "pack",
       "Write a lossless packed copy of a model: float exponents entropy-coded, the rest as it "
       "is; hoist loads it as the original (docs/FORMATS.md, hoist-packed)");
-  cmd->add_option("MODEL", options->model, "a model file, index, directory or first GGUF split")
+  cmd->add_option("MODEL", options->model,
+                  "a model file, index, directory or first GGUF split; or a URL, s3://, gs://, "
+                  "az:// or hf:// name")
       ->required();
   cmd->add_option("-o,--output", options->out, "the packed file to write (.hoistpack)")->required();
   cmd->add_flag("--check", options->check,
-                "read the packed file back and compare every tensor with the original, byte "
-                "for byte, before saying it is done");
+                "read the packed file back and compare every tensor with the original's bytes "
+                "as they were when it was opened, before the file takes its name (a failed "
+                "check leaves no file)");
   cmd->add_option("--threads", options->threads, "encoder threads (default: one per CPU)")
       ->check(CLI::Range(0, 1024));
   return [options]() -> int {
@@ -106,7 +110,13 @@ Runner RegisterPack(CLI::App& app) {
     }
     const auto start = std::chrono::steady_clock::now();
     const int threads = options->threads > 0 ? options->threads : CpuCount();
-    auto report = WritePacked(*original, options->out, threads);
+    // The check reads the file before it takes its name: a pack that fails it leaves none.
+    auto check = [&](const std::string& written) {
+      return CheckRoundTrip(*original, written, options->out);
+    };
+    auto report =
+        WritePacked(*original, options->out, threads,
+                    options->check ? std::function<Status(const std::string&)>(check) : nullptr);
     if (!report.ok()) return ReportFailure(report.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -127,9 +137,6 @@ Runner RegisterPack(CLI::App& app) {
     }
     std::printf("wrote %s\n", options->out.c_str());
     if (options->check) {
-      if (Status checked = CheckRoundTrip(*original, options->out); !checked.ok()) {
-        return ReportFailure(checked);
-      }
       std::printf("check: every tensor of %s decodes to %s's bytes\n", options->out.c_str(),
                   RedactUrl(options->model).c_str());
     }

@@ -346,7 +346,7 @@ Result<PackReport> WritePackedInto(const TensorDirectory& dir, std::unique_ptr<W
   std::vector<uint8_t> bytes;
   for (const TensorEntry& t : dir.tensors) {
     if (!files[t.file]) {
-      HOIST_ASSIGN_OR_RETURN(files[t.file], dir.source().Open(dir.files[t.file].path, {}));
+      HOIST_ASSIGN_OR_RETURN(files[t.file], dir.OpenAsParsed(t.file));
     }
     bytes.resize(t.nbytes);
     if (t.nbytes > 0) {
@@ -377,15 +377,16 @@ Result<PackReport> WritePackedInto(const TensorDirectory& dir, std::unique_ptr<W
 
 }  // namespace
 
-Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out_path,
-                               int threads) {
+Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out_path, int threads,
+                               const std::function<Status(const std::string&)>& check) {
   std::string partial;
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, CreateFileBeside(out_path, &partial));
   Result<PackReport> report = WritePackedInto(dir, std::move(out), threads);
-  if (!report.ok()) {
+  Status checked = report.ok() && check ? check(partial) : Status::Ok();
+  if (!report.ok() || !checked.ok()) {
     std::error_code ignored;
     std::filesystem::remove(partial, ignored);
-    return report.status();
+    return report.ok() ? checked : report.status();
   }
   HOIST_RETURN_IF_ERROR(ReplaceWith(partial, out_path));
   return report;

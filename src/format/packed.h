@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,14 @@ struct PackReport {
   uint64_t stored = 0;
 };
 
-// Packs `dir`'s tensors, read through dir.source(), into a new file `out`. threads: encoder
-// threads per tensor.
-// Written whole or not at all (CreateFileBeside, ReplaceWith): a stopped or failed pack leaves
-// no file that looks finished, and never writes through a planted link or over a device node.
-Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out, int threads);
+// Packs `dir`'s tensors, read through dir.source() as it was parsed, into a new file `out`.
+// threads: encoder threads per tensor. `check`, when given, is called with the written file's
+// temporary name before it takes `out`'s: its error fails the pack.
+// Written whole or not at all (CreateFileBeside, ReplaceWith): a stopped, failed or refused
+// pack leaves no file that looks finished, and never writes through a planted link or over a
+// device node.
+Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& out, int threads,
+                               const std::function<Status(const std::string&)>& check = {});
 
 // The format table's row.
 bool SniffPacked(const unsigned char* head, size_t n);

@@ -26,4 +26,24 @@ const MetadataEntry* TensorDirectory::FindMetadata(const std::string& key) const
   return nullptr;
 }
 
+Status CheckOpenedAsParsed(const FileEntry& parsed, const File& opened) {
+  if (const std::string change = DescribeFileChange(parsed.identity, opened.identity());
+      !change.empty()) {
+    return Status::FileChanged(parsed.path + ": " + change +
+                               " since the model was opened; open the model again");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<File>> TensorDirectory::OpenAsParsed(uint32_t index,
+                                                            const OpenOptions& options) const {
+  if (index >= files.size()) {
+    return Status::Internal("file " + std::to_string(index) + " of a model of " +
+                            std::to_string(files.size()));
+  }
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<File> file, source().Open(files[index].path, options));
+  HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(files[index], *file));
+  return file;
+}
+
 }  // namespace hoist

@@ -24,6 +24,10 @@ struct FileEntry {
   FileIdentity identity;  // as parsed: a load or verify refuses a file that is no longer it
 };
 
+// OK, or kFileChanged when `opened` is no longer the file that `parsed` describes: another file
+// renamed over its name, another version of a remote object, or the same file written to since.
+Status CheckOpenedAsParsed(const FileEntry& parsed, const File& opened);
+
 struct MetadataEntry {
   std::string key;
   // GGUF value type name: "UINT8" ... "FLOAT64", "BOOL", "STRING", "ARRAY"; "STRING" for
@@ -69,6 +73,12 @@ struct TensorDirectory {
   std::shared_ptr<Storage> stored_storage;
 
   Storage& source() const { return storage ? *storage : *LocalStorage(); }
+  // Opens files[index] through source() as it was parsed: kFileChanged when its name now leads
+  // to another file or another version of a remote object, or it was written to since. Every
+  // reader of a model's bytes opens them this way: a remote file refuses each later answer of
+  // any version but the one it opened at, so no read mixes one version's header with
+  // another's bytes.
+  Result<std::unique_ptr<File>> OpenAsParsed(uint32_t index, const OpenOptions& options = {}) const;
 
   uint64_t total_bytes() const;
   // Builds the name index; call after the tensor list is final.

@@ -22,6 +22,9 @@ bool IsHttpUrl(std::string_view name);
 // are secrets (a SAS's or a presigned URL's signature, credential and session token; an access
 // token) by "***": what messages show.
 std::string RedactUrl(const std::string& url);
+// `text` (a message) with every URL in it redacted as RedactUrl does: what every front end
+// shows of a status, so that no path a message took can carry a secret out.
+std::string RedactSecrets(std::string_view text);
 // Whether `url` is one RedactUrl made (scheme://***@...), and the URL without its "***@".
 bool IsRedactedUrl(std::string_view url);
 std::string UnredactedUrl(std::string_view url);

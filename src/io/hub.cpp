@@ -135,7 +135,9 @@ Result<ModelLocation> LocateHubModel(const HubName& name, double stall_timeout_s
   // The revision as one segment ("refs/pr/1" as refs%2Fpr%2F1), as the hub's own client sends it.
   const std::string listing = endpoint + "/api/models/" + name.repo + "/revision/" +
                               PercentEncode(name.revision, /*keep_slash=*/false);
-  HOIST_ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(*http, listing));
+  Result<std::string> read = ReadSmallFile(*http, listing);
+  if (!read.ok()) return Status(read.status().code(), RedactSecrets(read.status().message()));
+  const std::string& text = read.value();
   const nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
   if (info.is_discarded() || !info.is_object()) {
     return Status::IoError(RedactUrl(listing) + ": the hub's answer is not a JSON object");

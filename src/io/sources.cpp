@@ -138,6 +138,32 @@ std::string RedactUrl(const std::string& url) {
   return url.substr(0, host) + "***" + RedactQuery(url.substr(at));
 }
 
+std::string RedactSecrets(std::string_view text) {
+  auto is_scheme = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '+' || c == '-' || c == '.';
+  };
+  auto ends_url = [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) != 0 || c == '"' || c == '\'' || c == '<' ||
+           c == '>' || c == '`';
+  };
+  std::string out;
+  size_t copied = 0;
+  for (size_t mark = text.find("://"); mark != std::string_view::npos;
+       mark = text.find("://", mark + 3)) {
+    size_t begin = mark;
+    while (begin > copied && is_scheme(text[begin - 1])) --begin;
+    if (begin == mark) continue;  // no scheme before it
+    size_t end = mark + 3;
+    while (end < text.size() && !ends_url(text[end])) ++end;
+    out.append(text.substr(copied, begin - copied));
+    out += RedactUrl(std::string(text.substr(begin, end - begin)));
+    copied = end;
+    mark = end - 3;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
 bool IsRedactedUrl(std::string_view url) {
   const size_t at = UserInfoEnd(url);
   return at != std::string_view::npos && url.substr(0, at).ends_with("://***");

@@ -130,8 +130,8 @@ Status LoadStaged(const TensorDirectory& dir, CheckedDevice& device, LoadedModel
   std::vector<std::unique_ptr<File>> files;
   OpenOptions options;
   options.direct = direct;
-  for (const FileEntry& f : dir.files) {
-    HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, options));
+  for (uint32_t f = 0; f < dir.files.size(); ++f) {
+    HOIST_ASSIGN_OR_RETURN(auto file, dir.OpenAsParsed(f, options));
     files.push_back(std::move(file));
   }
   StagedBuffers staged(device, count);

@@ -2,15 +2,6 @@
 
 namespace hoist {
 
-Status CheckOpenedAsParsed(const FileEntry& parsed, const File& opened) {
-  if (const std::string change = DescribeFileChange(parsed.identity, opened.identity());
-      !change.empty()) {
-    return Status::FileChanged(parsed.path + ": " + change +
-                               " since the model was opened; open the model again");
-  }
-  return Status::Ok();
-}
-
 Status CheckFilesUnchanged(const std::vector<std::unique_ptr<File>>& files,
                            const std::string& during) {
   for (const auto& file : files) {

@@ -6,9 +6,11 @@
 #include <map>
 #include <vector>
 
+#include "base/checksum.h"
 #include "base/stall.h"
 #include "base/units.h"
 #include "pipeline/loader.h"
+#include "pipeline/rank_verdict.h"
 
 namespace hoist {
 namespace {
@@ -17,31 +19,49 @@ using Clock = std::chrono::steady_clock;
 
 // Waits for a polled exchange to finish, under the load's stall timeout, its cancel flag, stop
 // signals and its progress callback (told `landed` about every 100 ms: a caller's Ctrl-C check
-// runs there).
+// runs there). `what`: the exchange, as a stall names it.
 Status WaitForExchange(const AllGather& all_gather, const LoadOptions& options,
-                       const LoadProgress& landed, uint32_t rank, uint32_t world) {
+                       const LoadProgress& landed, uint32_t rank, uint32_t world,
+                       const std::string& what) {
   StallClock waited;
   waited.Start(options.stall_timeout_s);
   Clock::time_point last_report = Clock::now();
   auto check = [&]() -> Status {
-    HOIST_RETURN_IF_ERROR(StopOrCancel(options).WithContext("the all-gather"));
+    HOIST_RETURN_IF_ERROR(StopOrCancel(options).WithContext(what));
     const Clock::time_point now = Clock::now();
     if (options.progress && now - last_report >= std::chrono::milliseconds(100)) {
       last_report = now;
       if (!options.progress(landed)) {
-        return Status::Cancelled("cancelled by the progress callback in the all-gather");
+        return Status::Cancelled("cancelled by the progress callback in " + what);
       }
     }
     const int64_t now_ns = MonotonicNs();
     if (!waited.Stalled(now_ns)) return Status::Ok();
     return Status::Stalled("rank " + std::to_string(rank) + " of " + std::to_string(world) +
                            " waited " + StallSeconds(waited.IdleSeconds(now_ns)) +
-                           " for the other ranks in the all-gather of the tensors every rank "
-                           "holds whole (stall timeout " +
+                           " for the other ranks in " + what + " (stall timeout " +
                            StallSeconds(options.stall_timeout_s) +
                            "): a rank failed, hangs or never started its load");
   };
-  return PollUntil(all_gather.poll, std::chrono::milliseconds(2), check);
+  auto finished = [&]() -> Result<bool> {
+    Result<bool> polled = all_gather.poll();
+    if (!polled.ok()) return polled.status().WithContext(what);
+    return polled;
+  };
+  return PollUntil(finished, std::chrono::milliseconds(2), check);
+}
+
+// Runs the exchange once over `block` (world chunks of `chunk` bytes) and waits for it.
+// *in_flight: whether it ended started but unfinished (it may still write into the block).
+Status Exchange(const AllGather& all_gather, const LoadOptions& options, const LoadProgress& landed,
+                uint32_t rank, uint32_t world, void* block, uint64_t chunk, const std::string& what,
+                bool* in_flight) {
+  *in_flight = false;
+  HOIST_RETURN_IF_ERROR(all_gather.start(block, chunk).WithContext(what));
+  if (!all_gather.poll) return Status::Ok();
+  Status waited = WaitForExchange(all_gather, options, landed, rank, world, what);
+  *in_flight = !waited.ok();
+  return waited;
 }
 
 // Where a rank's parts live in its one block: its own slices first (each at a 256-byte
@@ -148,54 +168,154 @@ std::unique_ptr<LoadedModel> AdoptRankBlock(const std::shared_ptr<CheckedDevice>
   return model;
 }
 
+// What every rank must agree on before gathering: which tensors the flat block holds, where,
+// from which model (names, types, shapes, sizes and places in their files), in what chunks.
+RankLayout LayoutOf(const TensorDirectory& dir, const RankBlock& block) {
+  Xxh3Stream digest;
+  auto add = [&](uint64_t value) { digest.Update(&value, sizeof value); };
+  auto add_text = [&](const std::string& text) {
+    add(text.size());
+    digest.Update(text.data(), text.size());
+  };
+  for (const auto& [tensor, at] : block.flat_offset) {
+    const TensorEntry& t = dir.tensors[tensor];
+    add(tensor);
+    add(at);
+    add_text(t.name);
+    add_text(t.dtype);
+    add(t.shape.size());
+    for (const uint64_t d : t.shape) add(d);
+    add(t.nbytes);
+    add(t.offset);
+    add(dir.files[t.file].size);
+  }
+  return {digest.Digest(), block.chunk, block.flat_bytes};
+}
+
+// This rank's own share, read: its slices and its chunk of the flat block, in one block.
+struct RankShare {
+  RankBlock block;
+  void* memory = nullptr;
+  LoadReport report;
+};
+
+Result<RankShare> LoadShare(const TensorDirectory& dir,
+                            const std::shared_ptr<CheckedDevice>& device,
+                            const std::vector<TensorRegion>& cut, uint32_t rank, uint32_t world,
+                            const LoadOptions& options, std::vector<TensorRegion>* mine) {
+  RankShare share;
+  HOIST_ASSIGN_OR_RETURN(share.block, LayOutRank(dir, cut, rank, world, mine));
+  HOIST_ASSIGN_OR_RETURN(share.memory, device->AllocateDevice(share.block.bytes()));
+  share.report.device = device->name();
+  const std::vector<TensorRegion> reads =
+      RankReads(dir, share.block, *mine, rank, static_cast<unsigned char*>(share.memory));
+  if (reads.empty()) return share;
+  auto regions = LoadRegions(dir, device, reads, options);
+  if (!regions.ok()) {
+    // A load that could not stop its copies into the block (a stalled GPU) left it to them:
+    // freeing it could let them write into memory handed out again.
+    if (device->free_on_destroy()) (void)device->FreeDevice(share.memory);
+    return regions.status();
+  }
+  share.report = (*regions)->report;
+  return share;
+}
+
+Status KeptForTheExchange(const Status& s, uint64_t bytes) {
+  return {s.code(), s.message() + "; this rank's block (" + FormatBytes(bytes) +
+                        ") stays allocated until the process ends: the exchange may still "
+                        "write into it"};
+}
+
+// Tells every other rank this rank's verdict for `step` and reads theirs: OK when every rank
+// succeeded alike. *in_flight: the exchange ended unfinished (stalled, cancelled, failed) and
+// may still write into the verdicts' block.
+Status Agree(RankVerdictBlock& verdicts, RankStep step, const Status& mine,
+             const RankLayout& layout, const AllGather& all_gather, const LoadOptions& options,
+             const LoadProgress& landed, uint32_t rank, uint32_t world, bool* in_flight) {
+  *in_flight = false;
+  const std::string what = step == RankStep::kBeforeGather ? "the check before the all-gather"
+                                                           : "the check after the all-gather";
+  HOIST_RETURN_IF_ERROR(verdicts.Fill(rank, step, mine, layout, options.stall_timeout_s));
+  HOIST_RETURN_IF_ERROR(Exchange(all_gather, options, landed, rank, world, verdicts.device_block(),
+                                 kRankVerdictBytes, what, in_flight));
+  HOIST_ASSIGN_OR_RETURN(const unsigned char* records, verdicts.Read());
+  return ReadRankVerdicts(records, rank, world, step, layout);
+}
+
 }  // namespace
 
-Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
-                                              const std::shared_ptr<CheckedDevice>& device,
-                                              const std::vector<TensorRegion>& cut, uint32_t rank,
-                                              uint32_t world, const AllGather& all_gather,
-                                              const LoadOptions& options,
-                                              std::vector<TensorRegion>* mine) {
+Result<std::unique_ptr<LoadedModel>> LoadRank(
+    const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
+    const Result<std::vector<TensorRegion>>& cut, uint32_t rank, uint32_t world,
+    const AllGather& all_gather, const LoadOptions& options, std::vector<TensorRegion>* mine) {
   if (world == 0 || rank >= world) {
     return Status::InvalidArgument("rank " + std::to_string(rank) + " of " + std::to_string(world) +
                                    " is not a rank of the job");
   }
   if (!all_gather.start) return Status::InvalidArgument("rank mode needs an all-gather");
-  HOIST_ASSIGN_OR_RETURN(const RankBlock block, LayOutRank(dir, cut, rank, world, mine));
-  HOIST_ASSIGN_OR_RETURN(void* memory, device->AllocateDevice(block.bytes()));
-  auto fail = [&](Status s) {
-    // A load that could not stop its copies into the block (a stalled GPU) left it to them:
-    // freeing it could let them write into memory handed out again.
-    if (device->free_on_destroy()) (void)device->FreeDevice(memory);
-    return s;
+  // A rank alone has no one to agree with; every other rank takes part in the checks even
+  // when its own share failed, so that its peers learn why instead of gathering its silence.
+  std::unique_ptr<RankVerdictBlock> verdicts;
+  if (world > 1) {
+    HOIST_ASSIGN_OR_RETURN(verdicts, RankVerdictBlock::Make(device, world));
+  }
+  Result<RankShare> share =
+      cut.ok() ? LoadShare(dir, device, cut.value(), rank, world, options, mine) : cut.status();
+  // A device whose copies could not stop carries no more: the peers find this rank silent.
+  if (!share.ok() && (verdicts == nullptr || !device->free_on_destroy())) return share.status();
+  const RankLayout layout = share.ok() ? LayoutOf(dir, share->block) : RankLayout{};
+  const LoadProgress landed =
+      share.ok() ? LoadProgress{share->report.tensor_bytes, share->report.read_bytes,
+                                share->report.tensor_bytes, 0}
+                 : LoadProgress{};
+  auto free_share = [&] {
+    if (share.ok()) (void)device->FreeDevice(share->memory);
   };
-  unsigned char* flat = static_cast<unsigned char*>(memory) + block.flat_start;
-  LoadReport report;
-  report.device = device->name();
-  const std::vector<TensorRegion> reads =
-      RankReads(dir, block, *mine, rank, static_cast<unsigned char*>(memory));
-  if (!reads.empty()) {
-    auto regions = LoadRegions(dir, device, reads, options);
-    if (!regions.ok()) return fail(regions.status());
-    report = (*regions)->report;
+  // An exchange left in flight keeps its block (and, with the device's free_on_destroy off,
+  // nothing else this load allocated is freed behind it either).
+  auto keep = [&](const Status& s, uint64_t bytes) {
+    device->set_free_on_destroy(false);
+    return KeptForTheExchange(s, bytes);
+  };
+  bool in_flight = false;
+  Status agreed;
+  if (verdicts != nullptr) {
+    agreed = Agree(*verdicts, RankStep::kBeforeGather, share.ok() ? Status::Ok() : share.status(),
+                   layout, all_gather, options, landed, rank, world, &in_flight);
   }
+  if (in_flight) {
+    free_share();
+    verdicts->Keep();
+    return keep(agreed, verdicts->bytes());
+  }
+  if (!share.ok()) return share.status();  // this rank's own failure before its peers'
+  if (!agreed.ok()) {
+    free_share();
+    return agreed;
+  }
+  RankBlock& block = share->block;
   if (block.flat_bytes > 0) {
-    if (Status s = all_gather.start(flat, block.chunk); !s.ok()) {
-      return fail(s.WithContext("the all-gather of the tensors every rank holds"));
-    }
-    const LoadProgress landed{report.tensor_bytes, report.read_bytes, report.tensor_bytes, 0};
-    if (Status s = all_gather.poll ? WaitForExchange(all_gather, options, landed, rank, world)
-                                   : Status::Ok();
+    unsigned char* flat = static_cast<unsigned char*>(share->memory) + block.flat_start;
+    if (Status s = Exchange(all_gather, options, landed, rank, world, flat, block.chunk,
+                            "the all-gather of the tensors every rank holds whole", &in_flight);
         !s.ok()) {
-      // Whether stalled, cancelled or failed, the exchange may still write into the block:
-      // it stays allocated.
-      device->set_free_on_destroy(false);
-      return Status(s.code(), s.message() + "; this rank's block (" + FormatBytes(block.bytes()) +
-                                  ") stays allocated until the process ends: the exchange may "
-                                  "still write into it");
+      if (in_flight) return keep(s, block.bytes());
+      free_share();
+      return s;
+    }
+    if (verdicts != nullptr) {
+      agreed = Agree(*verdicts, RankStep::kAfterGather, Status::Ok(), layout, all_gather, options,
+                     landed, rank, world, &in_flight);
+      if (!agreed.ok()) free_share();  // the all-gather finished: nothing writes into it now
+      if (in_flight) {
+        verdicts->Keep();
+        return keep(agreed, verdicts->bytes());
+      }
+      if (!agreed.ok()) return agreed;
     }
   }
-  return AdoptRankBlock(device, block, *mine, memory, std::move(report));
+  return AdoptRankBlock(device, block, *mine, share->memory, std::move(share->report));
 }
 
 }  // namespace hoist

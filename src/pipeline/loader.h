@@ -250,29 +250,31 @@ Result<std::unique_ptr<LoadedModel>> LoadRegions(const TensorDirectory& dir,
 // Rank mode's exchange: an in-place all-gather (ncclAllGather, MPI_Allgather,
 // torch.distributed) that fills block (world * chunk_bytes bytes on this rank's device) with
 // every rank's chunk r at r * chunk_bytes, this rank's own already in place. `start` is called
-// once, on the loading thread. With `poll`, start only begins the exchange and poll, called on
-// the loading thread every few milliseconds until it answers true, says when it has finished:
-// the wait then keeps the stall timeout and ends on cancel, a stop signal or the progress
-// callback. A wait that ends otherwise (stalled, cancelled, poll failed) leaves the block
-// allocated, since the exchange may still write into it. Without poll, start returns once the
-// exchange has finished (no deadline can hold).
+// on the loading thread, once per exchange: with more than one rank, a small check before the
+// all-gather, the all-gather, a check after it, each on its own block. With `poll`, start only
+// begins the exchange and poll, called on the loading thread every few milliseconds until it
+// answers true, says when it has finished: the wait then keeps the stall timeout and ends on
+// cancel, a stop signal or the progress callback. A wait that ends otherwise (stalled,
+// cancelled, poll failed) leaves that exchange's block allocated, since the exchange may still
+// write into it. Without poll, start returns once the exchange has finished (no deadline can
+// hold).
 struct AllGather {
   std::function<Status(void* block, uint64_t chunk_bytes)> start;
   std::function<Result<bool>()> poll;
 };
 
 // Rank `rank` of a job of `world` processes, one device each: loads this rank's parts of `cut`
-// (the parts with device == rank of a split for `world` devices) onto device. Its slices are
-// read; the tensors every rank holds whole are read 1/world by each rank into one flat block
-// and all-gathered. *mine: this rank's parts, in cut order (device 0, no destination); the
-// result's tensor i is mine[i], in one block hoist owns (verify it against
-// RegionDirectory(dir, *mine)).
-Result<std::unique_ptr<LoadedModel>> LoadRank(const TensorDirectory& dir,
-                                              const std::shared_ptr<CheckedDevice>& device,
-                                              const std::vector<TensorRegion>& cut, uint32_t rank,
-                                              uint32_t world, const AllGather& all_gather,
-                                              const LoadOptions& options,
-                                              std::vector<TensorRegion>* mine);
+// (the parts with device == rank of a split for `world` devices, or why this rank could not cut)
+// onto device. Its slices are read; the tensors every rank holds whole are read 1/world by each
+// rank into one flat block and all-gathered. Every rank, having failed or not, tells the others
+// its verdict before the all-gather and after it: a model is returned only when every rank
+// succeeded with the same layout, and otherwise every rank fails naming the rank that failed and
+// why. *mine: this rank's parts, in cut order (device 0, no destination); the result's tensor i
+// is mine[i], in one block hoist owns (verify it against RegionDirectory(dir, *mine)).
+Result<std::unique_ptr<LoadedModel>> LoadRank(
+    const TensorDirectory& dir, const std::shared_ptr<CheckedDevice>& device,
+    const Result<std::vector<TensorRegion>>& cut, uint32_t rank, uint32_t world,
+    const AllGather& all_gather, const LoadOptions& options, std::vector<TensorRegion>* mine);
 
 struct Mismatch {
   std::string tensor;

@@ -166,9 +166,8 @@ namespace {
 Result<std::shared_ptr<VerifyJob>> MakeJob(const TensorDirectory& dir, const LoadedModel& model,
                                            size_t max_reported, double stall_timeout_s) {
   auto job = std::make_shared<VerifyJob>();
-  for (const FileEntry& f : dir.files) {
-    HOIST_ASSIGN_OR_RETURN(auto file, dir.source().Open(f.path, {}));
-    HOIST_RETURN_IF_ERROR(CheckOpenedAsParsed(f, *file));
+  for (uint32_t f = 0; f < dir.files.size(); ++f) {
+    HOIST_ASSIGN_OR_RETURN(auto file, dir.OpenAsParsed(f));
     job->files.push_back(std::move(file));
   }
   job->devices = model.devices();

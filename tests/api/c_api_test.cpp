@@ -562,6 +562,85 @@ TEST(CApiTest, RankModeLoadsEachRanksSlicesAndGathersTheWholeTensors) {
   hoist_model_close(model);
 }
 
+// Ranks over the C API whose exchange fails, aborts or whose options differ: every rank ends
+// with an error (HOIST_OK only with every part equal to the file's), the failing rank named in
+// its peers' errors where it could still speak, a stall where it could not.
+TEST(CApiTest, RankModeNeverReturnsWhatAPeerDidNotSend) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(Corpus("gguf/dummy-10-tensors.gguf").c_str(), &model), HOIST_OK);
+  struct Rank {
+    hoist::testing::ThreadExchange* exchange;
+    uint32_t rank;
+    int fail_start_at = 0;  // the start call (1-based) that returns nonzero; 0: none
+    int abort_poll_at = 0;  // the exchange whose poll answers negative; 0: none
+    int starts = 0;
+  };
+  struct Case {
+    const char* name;
+    int fail_start_rank1;
+    int abort_poll_rank0;
+    size_t shares_rank1;  // split shares rank 1 passes (0: none)
+    hoist_status want0;
+    const char* text0;
+    hoist_status want1;
+    const char* text1;
+  };
+  const std::vector<Case> cases = {
+      {"refuses its shares", 0, 0, 3, HOIST_INVALID_ARGUMENT,
+       "rank 1 of 2 failed its load: ", HOIST_INVALID_ARGUMENT, ""},
+      {"start fails", 1, 0, 0, HOIST_STALLED,
+       "s for the other ranks in the check before the all-gather", HOIST_DEVICE_ERROR,
+       "the check before the all-gather: the all-gather callback failed"},
+      {"the gather aborts", 0, 2, 0, HOIST_DEVICE_ERROR,
+       "the all-gather of the tensors every rank holds whole: the all-gather failed (its poll said "
+       "so)",
+       HOIST_STALLED, "s for the other ranks in the check after the all-gather"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    hoist::testing::ThreadExchange exchange(2);
+    std::vector<Rank> ranks{{&exchange, 0, 0, c.abort_poll_rank0, 0},
+                            {&exchange, 1, c.fail_start_rank1, 0, 0}};
+    std::vector<hoist_status> status(2, HOIST_OK);
+    std::vector<std::string> error(2);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        const double shares[3] = {1, 1, 1};
+        hoist_load_options options;
+        hoist_load_options_init(&options);
+        options.device = "host";
+        options.stall_timeout_s = hoist::testing::TimeBound(1);
+        if (r == 1 && c.shares_rank1 != 0) {
+          options.split_shares = shares;
+          options.split_share_count = c.shares_rank1;
+        }
+        hoist_all_gather gather{[](void* user, void* block, uint64_t chunk) {
+                                  auto* me = static_cast<Rank*>(user);
+                                  if (++me->starts == me->fail_start_at) return 1;
+                                  return me->exchange->Start(me->rank, block, chunk);
+                                },
+                                [](void* user) {
+                                  auto* me = static_cast<Rank*>(user);
+                                  if (me->starts == me->abort_poll_at) return -1;
+                                  return me->exchange->Poll(me->rank);
+                                },
+                                &ranks[r]};
+        hoist_loaded* loaded = nullptr;
+        status[r] = hoist_load_rank_ex(model, &options, "replicate", r, 2, &gather, &loaded);
+        error[r] = status[r] == HOIST_OK ? "" : hoist_last_error();
+        hoist_loaded_free(loaded);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(status[0], c.want0) << error[0];
+    EXPECT_NE(error[0].find(c.text0), std::string::npos) << error[0];
+    EXPECT_EQ(status[1], c.want1) << error[1];
+    EXPECT_NE(error[1].find(c.text1), std::string::npos) << error[1];
+  }
+  hoist_model_close(model);
+}
+
 // A rank waiting for its peers in a polled all-gather that never finishes stops within 0.5 s of
 // the progress callback's cancel (what Ctrl-C does through every front end), and says so.
 TEST(CApiTest, ARankWaitingForItsPeersIsCancelledWithinHalfASecond) {
@@ -599,7 +678,8 @@ TEST(CApiTest, ARankWaitingForItsPeersIsCancelledWithinHalfASecond) {
   user.join();
   EXPECT_EQ(status, HOIST_CANCELLED) << hoist_last_error();
   EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.5);
-  EXPECT_NE(std::strstr(hoist_last_error(), "cancelled by the progress callback in the all-gather"),
+  EXPECT_NE(std::strstr(hoist_last_error(),
+                        "cancelled by the progress callback in the check before the all-gather"),
             nullptr)
       << hoist_last_error();
   hoist_model_close(model);

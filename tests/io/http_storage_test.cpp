@@ -111,6 +111,8 @@ enum class Fault : uint8_t {
   kCorruptOnce,   // one byte changed in the first ranged GET past the header (not at byte 0)
   kNoETag,        // ranged GETs after the first `count` carry no ETag
   kShiftRange,    // ranged GETs after the first `count` get the bytes one later, said so
+  kSwapFile,      // requests after the first `count` ranged GETs are answered for NAME.swap:
+                  // the file replaced on the server by another (another layout, another ETag)
 };
 
 // A hostile server's own answer to a request (the request as received), or "" to relay it.
@@ -221,6 +223,10 @@ class FaultProxy {
       const bool ranged =
           request.rfind("GET ", 0) == 0 && request.find("Range:") != std::string::npos;
       const int index = ranged ? ranged_gets_++ : -1;
+      if (fault_ == Fault::kSwapFile && (ranged ? index : ranged_gets_.load()) >= count_) {
+        const size_t path_end = request.find(' ', request.find(' ') + 1);
+        request.insert(path_end, ".swap");
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
         requests_.push_back(request);
@@ -640,6 +646,60 @@ TEST_F(HttpStorageTest, AHuggingFaceRepoIdLoadsFromTheCacheElseFromTheHub) {
   ExpectByteExact(local, **model);
 }
 
+// A password in HF_ENDPOINT or a URL, a token in HF_TOKEN, a signature in a query: no refusal of
+// the hub's or a URL's path shows them, whichever way its message was made (a listing too large
+// to take once printed the endpoint whole).
+TEST_F(HttpStorageTest, NoRefusalShowsASecretOfTheUrlOrTheEnvironment) {
+  const std::string root = server_->root() + "/api/models/org";
+  for (const char* repo : {"big", "text", "sha"}) {
+    std::filesystem::create_directories(root + "/" + repo + "/revision");
+  }
+  {
+    std::ofstream big(root + "/big/revision/main");
+    big << R"({"sha": ")" << std::string(40, 'c') << R"(", "pad": ")";
+  }
+  std::filesystem::resize_file(root + "/big/revision/main", 17 << 20);  // past the 16 MiB cap
+  std::ofstream(root + "/text/revision/main") << "not json";
+  std::ofstream(root + "/sha/revision/main") << R"({"sha": "../../etc"})";
+  const std::string port = std::to_string(server_->http_port());
+  const std::vector<std::string> secrets = {"Pw-secret", "hf-secret-token", "sig-secret"};
+  testing::SetVariable("HF_TOKEN", "hf-secret-token");
+  testing::SetVariable("HF_HUB_CACHE", tmp_.File("empty-cache").c_str());
+  struct Case {
+    std::string endpoint;  // HF_ENDPOINT; empty: the name is a URL
+    std::string name;
+  };
+  const std::string with_password = "http://user:Pw-secret@127.0.0.1:";
+  const std::vector<Case> cases = {
+      {with_password + port, "hf://org/big"},
+      {with_password + port, "hf://org/text"},
+      {with_password + port, "hf://org/sha"},
+      {with_password + port, "hf://org/missing"},
+      {with_password + "1", "hf://org/big"},  // nothing listens
+      {"", with_password + port + "/gone.safetensors"},
+      {"", "http://127.0.0.1:" + port + "/gone.safetensors?sv=1&sig=sig-secret"},
+      {"", with_password + port + "/api/models/org/text/revision/main?sig=sig-secret"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.endpoint + " " + c.name);
+    testing::SetVariable("HF_ENDPOINT", c.endpoint.empty() ? nullptr : c.endpoint.c_str());
+    for (const char* command : {"inspect", "load"}) {
+      std::vector<std::string> args = {command, c.name};
+      if (std::string(command) == "load") args.insert(args.end(), {"--device", "host"});
+      const auto r = RunHoist(args);
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_FALSE(r.err.empty());
+      for (const std::string& secret : secrets) {
+        EXPECT_EQ(r.err.find(secret), std::string::npos) << secret << " in: " << r.err;
+        EXPECT_EQ(r.out.find(secret), std::string::npos) << secret << " in: " << r.out;
+      }
+    }
+  }
+  testing::SetVariable("HF_ENDPOINT", nullptr);
+  testing::SetVariable("HF_TOKEN", nullptr);
+  testing::SetVariable("HF_HUB_CACHE", nullptr);
+}
+
 // HF_HUB_OFFLINE=1 (as huggingface_hub reads it): the cache or a clear "not found", never the
 // hub, though the hub here would answer; 0 or a typo is online.
 TEST_F(HttpStorageTest, HfHubOfflineReadsTheCacheAndNeverAsksTheHub) {
@@ -793,6 +853,44 @@ TEST_F(HttpStorageTest, AFileReplacedBetweenItsOpenAndItsLoadIsRefused) {
       << model.status().message();
 }
 
+// A file replaced on the server between the header's read and the data's (another layout,
+// another version): every command that reads it refuses with exit 6 and leaves no output, never
+// writing one version's header with the other's bytes (pack once did, and its --check passed).
+TEST_F(HttpStorageTest, AFileReplacedAfterItsHeaderIsRefusedByEveryCommand) {
+  Write("a.safetensors", SampleSpec{"safetensors", 2 << 20});
+  SampleSpec other{"safetensors", 3 << 20};
+  other.seed = 77;
+  Write("a.safetensors.swap", other);
+  const std::string out = tmp_.File("out.hoistpack");
+  const std::vector<std::vector<std::string>> commands = {
+      {"load", "URL", "--device", "host", "--quiet"},
+      {"verify", "URL", "--device", "host", "--quiet"},
+      {"pack", "URL", "-o", out},
+      {"pack", "URL", "-o", out, "--check"},
+      {"bench", "URL", "--device", "host", "--repeat", "1"},
+  };
+  for (std::vector<std::string> args : commands) {
+    SCOPED_TRACE(args[0] + (args.back() == "--check" ? " --check" : ""));
+    FaultProxy proxy(server_->http_port(), Fault::kSwapFile, 2);  // after the header's reads
+    for (std::string& a : args) {
+      if (a == "URL") a = proxy.url("a.safetensors");
+    }
+    const auto r = RunHoist(args);
+    EXPECT_EQ(r.exit_code, 6) << r.err << r.out;
+    EXPECT_NE(r.err.find("a.safetensors: written to (its size went from "), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    for (const auto& entry : std::filesystem::directory_iterator(tmp_.path())) {
+      EXPECT_EQ(entry.path().filename().string().find("partial"), std::string::npos)
+          << entry.path();
+    }
+  }
+  // Unchanged, the same pack with --check writes the file.
+  const auto r = RunHoist({"pack", server_->http("a.safetensors"), "-o", out, "--check"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(out));
+}
+
 // The first request of each transfer, redirected to `to` (another origin) as object stores and
 // hubs redirect to their CDN.
 Answer RedirectTo(const FaultProxy& to) {
@@ -852,6 +950,13 @@ TEST_F(HttpStorageTest, ASignedUrlsSecretsAreNeverShown) {
   EXPECT_EQ(RedactUrl(base + "a.safetensors" + query), base + "a.safetensors" + shown_query);
   EXPECT_EQ(RedactUrl("https://u:p@h/x?token=t&a=1"), "https://***@h/x?token=***&a=1");
   EXPECT_EQ(RedactUrl("https://h/x?signature"), "https://h/x?signature");
+  // Every URL inside a message, wherever it stands; the rest of the text as it was.
+  EXPECT_EQ(RedactSecrets("hoist: http://user:pw@h:1/hub: 17 bytes, more than (see "
+                          "s3+https://k:s@b/o?sig=abc&x=1 'https://a:b@c/d')"),
+            "hoist: http://***@h:1/hub: 17 bytes, more than (see s3+https://***@b/o?sig=***&x=1 "
+            "'https://***@c/d')");
+  EXPECT_EQ(RedactSecrets("no url: a://b, ://x, 50% done"), "no url: a://b, ://x, 50% done");
+  EXPECT_EQ(RedactSecrets("http://***@h/x"), "http://***@h/x");
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"load", base + "a.safetensors" + query, "--device", "host",
                                  "--json"},

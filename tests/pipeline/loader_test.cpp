@@ -574,8 +574,8 @@ TEST_F(FaultTest, APolledRankExchangeKeepsTheStallTimeoutAndCancel) {
         << model.status().message();
     EXPECT_NE(
         model.status().message().find(
-            std::string(" s for the other ranks in the all-gather of the tensors every rank "
-                        "holds whole (stall timeout ") +
+            std::string(" s for the other ranks in the check before the all-gather (stall "
+                        "timeout ") +
             timeout + " s): a rank failed, hangs or never started its load; this rank's block ("),
         std::string::npos)
         << model.status().message();
@@ -599,7 +599,8 @@ TEST_F(FaultTest, APolledRankExchangeKeepsTheStallTimeoutAndCancel) {
     auto model = LoadRank(dir_, device, cut, 0, 2, cancelled, o, &mine);
     ASSERT_FALSE(model.ok());
     EXPECT_EQ(model.status().code(), Code::kCancelled);
-    EXPECT_NE(model.status().message().find("the all-gather: cancelled; this rank's block ("),
+    EXPECT_NE(model.status().message().find("the check before the all-gather: cancelled; this "
+                                            "rank's block ("),
               std::string::npos)
         << model.status().message();
     device->set_free_on_destroy(true);
