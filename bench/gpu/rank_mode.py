@@ -7,6 +7,10 @@ tensor by tensor against safetensors' get_slice of the same cut (bit-equal). Ran
 JSON line per round: the wall time until every rank is done and the model's bytes per second.
 
 Usage: torchrun --nproc-per-node 2 bench/gpu/rank_mode.py MODEL.safetensors
+RANK_MODE_BACKEND=gloo: the job over gloo, every rank on the GPUs there are (two ranks on one
+GPU: the engine's checks before and after the gather through gloo's CUDA all-gather).
+RANK_MODE_REFUSE=1: the last rank refuses its load (shares that do not fit the job); every other
+rank must fail at once naming it (the process exits 1 if any rank returns tensors).
 """
 import json
 import os
@@ -40,11 +44,31 @@ def same_bits(a, b):
                                               b.contiguous().view(torch.uint8))
 
 
+def refused(path, rank, world):
+    """The last rank asks for world + 1 shares: every rank must end with an error, the others
+    naming it. Returns whether this rank's outcome is as expected (printed as a JSON line)."""
+    start = time.perf_counter()
+    shares = [1] * (world + 1) if rank == world - 1 else None
+    try:
+        hoist.load_file(path, device="cuda", split="tensor", tensor_split=shares,
+                        process_group=dist.group.WORLD, stall_timeout=20)
+        outcome, ok = "loaded", False
+    except hoist.HoistError as e:
+        outcome = str(e)
+        ok = rank == world - 1 or f"rank {world - 1} of {world} failed its load" in outcome
+    print(json.dumps({"refuse": True, "rank": rank, "ok": ok, "seconds": time.perf_counter() - start,
+                      "outcome": outcome[:300]}), flush=True)
+    return ok
+
+
 def main():
     path = sys.argv[1]
-    dist.init_process_group("nccl")
+    dist.init_process_group(os.environ.get("RANK_MODE_BACKEND", "nccl"))
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+    if os.environ.get("RANK_MODE_REFUSE"):
+        ok = refused(path, rank, world)
+        os._exit(0 if ok else 1)  # the group is left as the failed load left it
     model_bytes = sum(t.nbytes for t in hoist.Model(path).tensors.values())
     failed = False  # a part not bit-equal to safetensors' get_slice of the same cut
     for split in ("tensor", "replicate"):
