@@ -3,12 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "api/settings.h"
+#include "base/mutex.h"
 #include "base/platform.h"
 #include "device/checked_device.h"
+#include "format/dtypes.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
 
@@ -21,6 +28,12 @@ constexpr const char* kSocketSuffix = ".sock";
 // How long a holder waits for an attacher's request and for it to take the answer.
 constexpr double kPeerTimeoutSeconds = 5;
 constexpr int kAcceptSliceMs = 100;
+// A request is a small flat object ({"hoist_held":1,"op":"attach"}): anything longer or deeper
+// is refused before it is parsed, so no client can make the holder parse its way out of memory.
+constexpr uint64_t kMaxRequestBytes = 4096;
+constexpr int kMaxRequestDepth = 4;
+// An answer nests as deep as a tensor's shape in the list of tensors.
+constexpr int kMaxAnswerDepth = 8;
 
 using Json = nlohmann::json;
 
@@ -37,14 +50,48 @@ std::string SocketPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name + kSocketSuffix;
 }
 
+// Fields of a stranger's JSON (a request, an answer): nlohmann's value() throws when a key holds
+// another type, so a field of another type reads as absent here, and the caller's check names it.
+std::string StringField(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+// Only an integer the parser kept as one: a number past 2^64-1 (parsed as a float) is absent.
+std::optional<uint64_t> UnsignedField(const Json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<uint64_t>();
+}
+
+// A stranger's JSON, or a discarded value when it nests deeper than max_depth: a message of
+// brackets alone would otherwise cost the parser memory and time far past its size.
+Json ParseShallow(const std::string& text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return Json(Json::value_t::discarded);
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return Json::parse(text, nullptr, false);
+}
+
 HeldSummary SummaryFromJson(const Json& j) {
   HeldSummary s;
-  s.name = j.value("name", "");
-  s.model = j.value("model", "");
-  s.pid = j.value("pid", int64_t{0});
-  s.uid = j.value("uid", uint32_t{0});
-  s.bytes = j.value("bytes", uint64_t{0});
-  s.tensors = j.value("tensors", size_t{0});
+  s.name = StringField(j, "name");
+  s.model = StringField(j, "model");
+  s.pid = static_cast<int64_t>(UnsignedField(j, "pid").value_or(0));
+  s.uid = static_cast<uint32_t>(UnsignedField(j, "uid").value_or(0));
+  s.bytes = UnsignedField(j, "bytes").value_or(0);
+  s.tensors = static_cast<size_t>(UnsignedField(j, "tensors").value_or(0));
   if (j.contains("devices") && j["devices"].is_array()) {
     for (const Json& d : j["devices"]) {
       if (d.is_string()) s.devices.push_back(d.get<std::string>());
@@ -53,10 +100,14 @@ HeldSummary SummaryFromJson(const Json& j) {
   return s;
 }
 
-// One request to the holder at `path` and its answer. `who` names the holder in errors.
+// One request to the holder at `path` and its answer. `who` names the holder in errors. With
+// `listener`, who listens there as the kernel saw it bind, for the caller to judge.
 Result<LocalMessage> Ask(const std::string& path, const std::string& op, double timeout_s,
-                         const std::string& who) {
+                         const std::string& who, PeerCredentials* listener = nullptr) {
   HOIST_ASSIGN_OR_RETURN(LocalConnection connection, ConnectLocal(path, timeout_s));
+  if (listener != nullptr) {
+    HOIST_ASSIGN_OR_RETURN(*listener, connection.Peer());
+  }
   const Json request = {{"hoist_held", kProtocol}, {"op", op}};
   const Status sent = connection.Send(request.dump(), {}, timeout_s, who);
   // A holder that has gone may still have left its answer (a refusal) to read.
@@ -66,7 +117,7 @@ Result<LocalMessage> Ask(const std::string& path, const std::string& op, double 
 
 // The answer's JSON, or the holder's refusal as an error (the descriptors closed).
 Result<Json> AnswerJson(LocalMessage& answer, const std::string& who) {
-  Json j = Json::parse(answer.text, nullptr, false);
+  Json j = ParseShallow(answer.text, kMaxAnswerDepth);
   auto refuse = [&answer](Status s) {
     for (int fd : answer.fds) CloseDescriptor(fd);
     answer.fds.clear();
@@ -74,9 +125,9 @@ Result<Json> AnswerJson(LocalMessage& answer, const std::string& who) {
   };
   if (j.is_discarded() || !j.is_object()) return refuse(Status::IoError(who + " answered junk"));
   if (j.contains("error")) {
-    return refuse(Status::InvalidArgument(who + " refused: " + j.value("error", std::string())));
+    return refuse(Status::InvalidArgument(who + " refused: " + Printable(StringField(j, "error"))));
   }
-  if (j.value("hoist_held", 0) != kProtocol) {
+  if (UnsignedField(j, "hoist_held") != uint64_t{kProtocol}) {
     return refuse(Status::InvalidArgument(who + " speaks another version of the protocol"));
   }
   return j;
@@ -299,7 +350,7 @@ Status HeldModel::Answer(LocalConnection& connection,
                                  peer.gid) != request_.allowed_gids.end();
   // The request is read first, also from a peer refused: its answer is then what it reads.
   HOIST_ASSIGN_OR_RETURN(LocalMessage request,
-                         connection.Receive(kPeerTimeoutSeconds, nullptr, who));
+                         connection.Receive(kPeerTimeoutSeconds, nullptr, who, kMaxRequestBytes));
   for (int fd : request.fds) CloseDescriptor(fd);  // an attacher sends none
   if (!allowed) {
     note("refused " + who + ": another user (serve --allow-uid or --allow-gid admits one)");
@@ -308,21 +359,21 @@ Status HeldModel::Answer(LocalConnection& connection,
                       ", who has not allowed user " + std::to_string(peer.uid) + " to attach"}};
     return connection.Send(refusal.dump(), {}, kPeerTimeoutSeconds, who);
   }
-  const Json j = Json::parse(request.text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("hoist_held", 0) != kProtocol) {
+  const Json j = ParseShallow(request.text, kMaxRequestDepth);
+  if (j.is_discarded() || !j.is_object() || UnsignedField(j, "hoist_held") != uint64_t{kProtocol}) {
     const Json refusal = {
         {"error", "not a request of hoist's protocol version " + std::to_string(kProtocol)}};
     return connection.Send(refusal.dump(), {}, kPeerTimeoutSeconds, who);
   }
-  const std::string op = j.value("op", "");
+  const std::string op = StringField(j, "op");
   if (op == "describe") {
     Json answer = SummaryToJson(summary_);
     answer["hoist_held"] = kProtocol;
     return connection.Send(answer.dump(), {}, kPeerTimeoutSeconds, who);
   }
   if (op != "attach") {
-    return connection.Send(Json{{"error", "unknown request '" + op + "'"}}.dump(), {},
-                           kPeerTimeoutSeconds, who);
+    return connection.Send(Json{{"error", "unknown request '" + Printable(op, 40) + "'"}}.dump(),
+                           {}, kPeerTimeoutSeconds, who);
   }
   std::vector<int> fds;
   for (const ExportedMemory& b : blocks_) fds.push_back(b.fd);
@@ -331,22 +382,189 @@ Status HeldModel::Answer(LocalConnection& connection,
   return Status::Ok();
 }
 
+namespace {
+
+// The clients a holder answers at once, each on a thread of its own under its own deadline (an
+// idle or slow client delays no one), at most kMaxClients in all and kMaxClientsPerUser of one
+// user, so no one user can take every place. Thread safe.
+class ClientThreads {
+ public:
+  static constexpr size_t kMaxClients = 512;
+  static constexpr size_t kMaxClientsPerUser = 128;
+
+  ~ClientThreads() { JoinAll(); }
+
+  // Runs `answer` on a thread for a client of user `uid`, or false when there is no place.
+  bool Start(uint32_t uid, std::function<void()> answer) HOIST_EXCLUDES(mutex_) {
+    MutexLock lock(mutex_);
+    if (running_ >= kMaxClients || per_user_[uid] >= kMaxClientsPerUser) return false;
+    ++running_;
+    ++per_user_[uid];
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    threads_.push_back({std::thread([this, uid, done, answer = std::move(answer)] {
+                          answer();
+                          MutexLock finished(mutex_);
+                          --running_;
+                          --per_user_[uid];
+                          done->store(true);
+                        }),
+                        done});
+    return true;
+  }
+  // Joins the threads that have finished.
+  void Reap() HOIST_EXCLUDES(mutex_) {
+    std::vector<std::thread> finished;
+    {
+      MutexLock lock(mutex_);
+      for (auto it = threads_.begin(); it != threads_.end();) {
+        if (it->second->load()) {
+          finished.push_back(std::move(it->first));
+          it = threads_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (std::thread& t : finished) t.join();
+  }
+  void JoinAll() HOIST_EXCLUDES(mutex_) {
+    std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> all;
+    {
+      MutexLock lock(mutex_);
+      all.swap(threads_);
+    }
+    for (auto& [thread, done] : all) thread.join();
+  }
+
+ private:
+  Mutex mutex_;
+  size_t running_ HOIST_GUARDED_BY(mutex_) = 0;
+  std::map<uint32_t, size_t> per_user_ HOIST_GUARDED_BY(mutex_);
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> threads_
+      HOIST_GUARDED_BY(mutex_);
+};
+
+}  // namespace
+
 Status HeldModel::Serve(const std::atomic<bool>* stop,
                         const std::function<void(const std::string&)>& note) {
+  Mutex note_mutex;
+  auto say = [&](const std::string& line) {
+    MutexLock lock(note_mutex);
+    note(line);
+  };
+  ClientThreads clients;
   for (;;) {
+    clients.Reap();
     if ((stop != nullptr && stop->load()) || !StopRequested().ok()) return Status::Ok();
     HOIST_ASSIGN_OR_RETURN(std::optional<LocalConnection> connection,
                            listener_->Accept(kAcceptSliceMs));
     if (!connection) continue;
-    // One attacher's failure (it died mid-answer, it sent junk) is its own: the holder goes on.
-    if (Status s = Answer(*connection, note); !s.ok()) note("an attach failed: " + s.message());
+    const Result<PeerCredentials> peer = connection->Peer();
+    if (!peer.ok()) continue;
+    auto shared = std::make_shared<LocalConnection>(std::move(*connection));
+    const bool started = clients.Start(peer->uid, [this, shared, &say] {
+      // One attacher's failure (it died mid-answer, it sent junk) is its own: the holder goes
+      // on, whatever a library under the answer threw.
+      Status s;
+      try {
+        s = Answer(*shared, say);
+      } catch (const std::exception& e) {
+        s = Status::Internal(std::string("answering it threw: ") + e.what());
+      }
+      if (!s.ok()) say("an attach failed: " + s.message());
+    });
+    if (!started) {
+      say("refused a connection of uid " + std::to_string(peer->uid) +
+          ": too many connections open at once");
+    }
   }
 }
 
 namespace {
 
+// A field the manifest must hold, of its type: an integer the parser kept as one (never a number
+// past 2^64-1, which it keeps as a float), a string without NUL.
+uint64_t ManifestUnsigned(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  if (!v.is_number_unsigned()) {
+    throw std::invalid_argument(std::string("'") + key + "' is not an integer from 0 to 2^64-1");
+  }
+  return v.get<uint64_t>();
+}
+std::string ManifestString(const Json& j, const char* key) {
+  const Json& v = j.at(key);
+  if (!v.is_string()) throw std::invalid_argument(std::string("'") + key + "' is not a string");
+  std::string text = v.get<std::string>();
+  if (text.find('\0') != std::string::npos) {
+    throw std::invalid_argument(std::string("'") + key + "' holds a NUL");
+  }
+  return text;
+}
+
+// The bytes a tensor of `dtype` and `shape` holds by the format's rules (a part of a tensor cut
+// by bytes: the product of its shape), or why it has none.
+Result<uint64_t> ShapeBytes(const std::string& format, const std::string& dtype,
+                            const std::vector<uint64_t>& shape, bool whole) {
+  uint64_t product = 1;
+  for (const uint64_t d : shape) {
+    if (d != 0 && product > UINT64_MAX / d) return Status::InvalidArgument("its shape overflows");
+    product *= d;
+  }
+  if (!whole) return product;
+  const std::optional<DtypeBlock> block = BlockOf(format, dtype);
+  if (!block) return Status::InvalidArgument("its dtype '" + Printable(dtype, 40) + "' is unknown");
+  if (product % block->elements != 0) {
+    return Status::InvalidArgument("its shape is not whole blocks of its dtype");
+  }
+  const uint64_t blocks = product / block->elements;
+  if (blocks > UINT64_MAX / block->bytes) return Status::InvalidArgument("its size overflows");
+  return blocks * block->bytes;
+}
+
+// One tensor of the manifest, checked by the rules a file's header is: its name, its size by
+// its dtype and shape, its file, its place inside its block.
+Status ReadManifestTensor(const Json& t, const AttachedModel& out,
+                          const std::vector<std::pair<std::string, uint64_t>>& blocks,
+                          TensorEntry& e, std::pair<size_t, uint64_t>& place) {
+  e.name = ManifestString(t, "name");
+  e.dtype = ManifestString(t, "dtype");
+  const Json& shape = t.at("shape");
+  if (!shape.is_array() || shape.size() > 8) {
+    return Status::InvalidArgument("its shape is not a list of at most 8 dimensions");
+  }
+  for (const Json& d : shape) {
+    if (!d.is_number_unsigned()) return Status::InvalidArgument("its shape holds a non-integer");
+    e.shape.push_back(d.get<uint64_t>());
+  }
+  e.nbytes = ManifestUnsigned(t, "nbytes");
+  HOIST_ASSIGN_OR_RETURN(const uint64_t shaped,
+                         ShapeBytes(out.dir.format, e.dtype, e.shape, out.verifiable));
+  if (shaped != e.nbytes) {
+    return Status::InvalidArgument("its dtype and shape make " + std::to_string(shaped) +
+                                   " bytes, it says " + std::to_string(e.nbytes));
+  }
+  const uint64_t file = ManifestUnsigned(t, "file");
+  if (file >= out.dir.files.size()) {
+    return Status::InvalidArgument("it names file " + std::to_string(file) + " of " +
+                                   std::to_string(out.dir.files.size()));
+  }
+  e.file = static_cast<uint32_t>(file);
+  e.offset = ManifestUnsigned(t, "offset");
+  if (e.offset > out.dir.files[file].size || e.nbytes > out.dir.files[file].size - e.offset) {
+    return Status::InvalidArgument("it lies outside its file");
+  }
+  const uint64_t block = ManifestUnsigned(t, "block");
+  const uint64_t at = ManifestUnsigned(t, "at");
+  if (block >= blocks.size() || at > blocks[block].second || e.nbytes > blocks[block].second - at) {
+    return Status::InvalidArgument("it lies outside its block");
+  }
+  place = {static_cast<size_t>(block), at};
+  return Status::Ok();
+}
+
 // Checks the holder's description against the descriptors that came with it and builds the
-// directory; kIoError naming the holder for anything that does not add up.
+// directory; kIoError naming the holder and the rule for anything that does not add up.
 Status ReadManifest(const Json& j, size_t fds, const std::string& who, AttachedModel& out,
                     std::vector<std::pair<std::string, uint64_t>>& blocks,
                     std::vector<std::pair<size_t, uint64_t>>& places) {
@@ -355,41 +573,43 @@ Status ReadManifest(const Json& j, size_t fds, const std::string& who, AttachedM
   };
   try {
     for (const Json& b : j.at("blocks")) {
-      blocks.emplace_back(b.at("device").get<std::string>(), b.at("bytes").get<uint64_t>());
+      blocks.emplace_back(ManifestString(b, "device"), ManifestUnsigned(b, "bytes"));
     }
     if (blocks.size() != fds) {
       return bad(std::to_string(blocks.size()) + " blocks and " + std::to_string(fds) +
                  " descriptors");
     }
-    out.dir.format = j.at("format").get<std::string>();
+    out.dir.format = ManifestString(j, "format");
+    if (out.dir.format != "gguf" && out.dir.format != "safetensors") {
+      return bad("format '" + Printable(out.dir.format, 40) + "'");
+    }
+    const Json& whole = j.at("whole_tensors");
+    if (!whole.is_boolean()) return bad("'whole_tensors' is not true or false");
+    out.verifiable = whole.get<bool>();
     for (const Json& f : j.at("files")) {
-      out.dir.files.push_back({f.at("path").get<std::string>(), f.at("size").get<uint64_t>(), {}});
+      out.dir.files.push_back({ManifestString(f, "path"), ManifestUnsigned(f, "size"), {}});
     }
     for (const Json& t : j.at("tensor_list")) {
       TensorEntry e;
-      e.name = t.at("name").get<std::string>();
-      e.dtype = t.at("dtype").get<std::string>();
-      e.shape = t.at("shape").get<std::vector<uint64_t>>();
-      e.nbytes = t.at("nbytes").get<uint64_t>();
-      e.file = t.at("file").get<uint32_t>();
-      e.offset = t.at("offset").get<uint64_t>();
-      const auto block = t.at("block").get<size_t>();
-      const auto at = t.at("at").get<uint64_t>();
-      if (block >= blocks.size() || at > blocks[block].second ||
-          e.nbytes > blocks[block].second - at) {
-        return bad("tensor '" + e.name + "' lies outside its block");
+      std::pair<size_t, uint64_t> place;
+      if (Status s = ReadManifestTensor(t, out, blocks, e, place); !s.ok()) {
+        return bad("tensor " + std::to_string(out.dir.tensors.size()) + " ('" +
+                   Printable(e.name, 80) + "'): " + s.message());
       }
-      if (e.file >= out.dir.files.size() && !out.dir.files.empty()) {
-        return bad("tensor '" + e.name + "' names file " + std::to_string(e.file));
-      }
-      places.emplace_back(block, at);
+      places.push_back(place);
       out.dir.tensors.push_back(std::move(e));
     }
-    out.verifiable = j.at("whole_tensors").get<bool>();
-  } catch (const Json::exception& e) {
+  } catch (const std::exception& e) {  // a field missing or of another type
     return bad(e.what());
   }
   out.holder = SummaryFromJson(j);
+  // One name per block: a part replicated on several devices has one name in each.
+  std::set<std::pair<std::string_view, size_t>> names;
+  for (size_t i = 0; i < out.dir.tensors.size(); ++i) {
+    if (!names.insert({out.dir.tensors[i].name, places[i].first}).second) {
+      return bad("two tensors are named '" + Printable(out.dir.tensors[i].name, 80) + "'");
+    }
+  }
   out.dir.IndexNames();
   return Status::Ok();
 }
@@ -452,13 +672,35 @@ Result<Json> AskToAttach(const AttachRequest& request, std::vector<int>& fds) {
     path = SocketPath(dir, request.name);
   }
   const std::string who = "the holder of '" + request.name + "'";
-  auto answer = Ask(path, "attach", request.timeout_s, who);
+  PeerCredentials listener;
+  auto answer = Ask(path, "attach", request.timeout_s, who, &listener);
   if (!answer.ok() && answer.status().code() == Code::kNotFound) {
     return Status::NotFound("no model is held under '" + request.name + "' (nothing listens " +
                             "at " + path + "; hoist serve --list shows what is held)");
   }
   if (!answer.ok()) return answer.status();
+  // Memory is taken only from this user, root, or a user trusted by name: whoever listens in a
+  // directory others can write to could otherwise hand over its own memory as a model.
+  const bool trusted = listener.uid == CurrentUserId() || listener.uid == 0 ||
+                       std::find(request.trusted_uids.begin(), request.trusted_uids.end(),
+                                 listener.uid) != request.trusted_uids.end();
+  if (!trusted) {
+    for (int fd : answer->fds) CloseDescriptor(fd);
+    return Status::InvalidArgument(
+        path + " is served by user " + std::to_string(listener.uid) + " (process " +
+        std::to_string(listener.pid) + "), not this user or root: refused (hoist attach " +
+        "--trust-uid " + std::to_string(listener.uid) + " takes memory from that user)");
+  }
   HOIST_ASSIGN_OR_RETURN(Json j, AnswerJson(*answer, who));
+  const std::optional<uint64_t> uid = UnsignedField(j, "uid");
+  const std::optional<uint64_t> pid = UnsignedField(j, "pid");
+  if (uid != uint64_t{listener.uid} || pid != static_cast<uint64_t>(listener.pid)) {
+    for (int fd : answer->fds) CloseDescriptor(fd);
+    return Status::IoError(
+        who + " claims to be user " + (uid ? std::to_string(*uid) : std::string("?")) +
+        ", process " + (pid ? std::to_string(*pid) : std::string("?")) + "; the kernel says user " +
+        std::to_string(listener.uid) + ", process " + std::to_string(listener.pid) + ": refused");
+  }
   fds = std::move(answer->fds);
   return j;
 }

@@ -100,6 +100,9 @@ struct AttachRequest {
   std::string device;  // empty: the holder's devices; else it must be one of them
   bool share = false;  // map the holder's memory (read-only by contract), not a private copy
   double timeout_s = 10;
+  // Users besides this one and root whose holders it takes memory from (the kernel says who
+  // listens at the socket; an attach by path to anyone else's is refused).
+  std::vector<uint32_t> trusted_uids;
 };
 
 // An attached model: its directory (names, dtypes, shapes; the files as the holder read them)

@@ -116,12 +116,13 @@ struct AttachFlags {
   bool json = false;
   double timeout_s = 10;
   double hold_s = 0;
+  std::vector<uint32_t> trusted_uids;
 };
 
 int RunAttach(const AttachFlags& f) {
   InstallStopSignalHandlers();
   const auto start = std::chrono::steady_clock::now();
-  auto attached = Attach({f.name, f.device, f.share, f.timeout_s});
+  auto attached = Attach({f.name, f.device, f.share, f.timeout_s, f.trusted_uids});
   if (!attached.ok()) return ReportFailure(attached.status());
   const double attach_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -183,7 +184,10 @@ Runner RegisterServe(CLI::App& app) {
       "hoist.attach) until Ctrl-C or SIGTERM; --list shows what is held (docs/SERVE.md)");
   cmd->add_option("MODEL", flags->model, "a model file, index, directory, URL or first GGUF split");
   cmd->add_option("--name", flags->name,
-                  "the name it is held under (default: the model's file or directory name)");
+                  "the name it is held under (default: the model's file or directory name)")
+      ->check([](const std::string& name) -> std::string {
+        return name.empty() ? "a held name is 1 to 64 of A-Z a-z 0-9 . _ -, not empty" : "";
+      });
   cmd->add_option("--socket", flags->socket,
                   "listen at this path instead of NAME.sock in the user's own directory (for "
                   "other users, with --allow-uid/--allow-gid)");
@@ -207,7 +211,11 @@ Runner RegisterAttach(CLI::App& app) {
                 "map the holder's memory (read-only by contract) instead of a private copy");
   cmd->add_flag("--verify", flags->verify, "compare every tensor with the model's file");
   cmd->add_option("--timeout", flags->timeout_s, "seconds to wait for the holder's answer")
-      ->check(CLI::Range(0.001, 1e7));
+      ->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
+  cmd->add_option("--trust-uid", flags->trusted_uids,
+                  "a user besides this one and root whose holder may hand over memory (an "
+                  "attach by path to another user's socket is refused otherwise)");
   cmd->add_option("--hold", flags->hold_s, "seconds to keep it attached before the check and exit")
       ->check(CLI::Range(0.0, 1e7));
   cmd->add_flag("--json", flags->json, "print the result as one JSON object");

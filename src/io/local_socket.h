@@ -44,16 +44,17 @@ class LocalConnection {
   // taken it within timeout_s; kIoError naming `peer` when it has gone.
   Status Send(const std::string& text, const std::vector<int>& fds, double timeout_s,
               const std::string& peer);
-  // One message. kStalled after timeout_s without its bytes, kCancelled once *cancel is set or
-  // a stop signal came, kIoError naming `peer` when it closed before the whole message.
+  // One message of at most max_bytes. kStalled after timeout_s without its bytes, kCancelled
+  // once *cancel is set or a stop signal came, kIoError naming `peer` when it closed before the
+  // whole message or announced a longer one (refused before any of it is read).
   Result<LocalMessage> Receive(double timeout_s, const std::atomic<bool>* cancel,
-                               const std::string& peer);
+                               const std::string& peer, uint64_t max_bytes = kMaxLocalMessageBytes);
   // Who is on the other side, as the kernel saw it connect.
   Result<PeerCredentials> Peer() const;
 
  private:
   Status ReceiveInto(LocalMessage& out, double timeout_s, const std::atomic<bool>* cancel,
-                     const std::string& peer);
+                     const std::string& peer, uint64_t max_bytes);
   int fd_;
 };
 

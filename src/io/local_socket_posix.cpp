@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "base/platform.h"
 #include "base/stall.h"
@@ -61,7 +63,8 @@ Clock::time_point DeadlineIn(double seconds) {
 }
 
 // The length a message's header gives, checked.
-Result<uint64_t> MessageLength(const std::string& header, const std::string& peer) {
+Result<uint64_t> MessageLength(const std::string& header, const std::string& peer,
+                               uint64_t max_bytes) {
   if (std::memcmp(header.data(), kMessageMagic, sizeof kMessageMagic) != 0) {
     return Status::IoError(peer + " does not speak hoist's protocol");
   }
@@ -69,9 +72,9 @@ Result<uint64_t> MessageLength(const std::string& header, const std::string& pee
   for (int i = 0; i < 8; ++i) {
     length |= static_cast<uint64_t>(static_cast<unsigned char>(header[4 + i])) << (8 * i);
   }
-  if (length > kMaxLocalMessageBytes) {
+  if (length > max_bytes) {
     return Status::IoError(peer + " sent a message of " + std::to_string(length) +
-                           " bytes, more than " + std::to_string(kMaxLocalMessageBytes));
+                           " bytes, more than the " + std::to_string(max_bytes) + " it may");
   }
   return length;
 }
@@ -149,9 +152,9 @@ Status LocalConnection::Send(const std::string& text, const std::vector<int>& fd
 }
 
 Result<LocalMessage> LocalConnection::Receive(double timeout_s, const std::atomic<bool>* cancel,
-                                              const std::string& peer) {
+                                              const std::string& peer, uint64_t max_bytes) {
   LocalMessage out;
-  if (Status s = ReceiveInto(out, timeout_s, cancel, peer); !s.ok()) {
+  if (Status s = ReceiveInto(out, timeout_s, cancel, peer, max_bytes); !s.ok()) {
     for (int fd : out.fds) ::close(fd);  // what came with a message never whole
     return s;
   }
@@ -159,7 +162,8 @@ Result<LocalMessage> LocalConnection::Receive(double timeout_s, const std::atomi
 }
 
 Status LocalConnection::ReceiveInto(LocalMessage& out, double timeout_s,
-                                    const std::atomic<bool>* cancel, const std::string& peer) {
+                                    const std::atomic<bool>* cancel, const std::string& peer,
+                                    uint64_t max_bytes) {
   std::string bytes;
   uint64_t want = kHeaderBytes;
   const Clock::time_point deadline = DeadlineIn(timeout_s);
@@ -178,7 +182,7 @@ Status LocalConnection::ReceiveInto(LocalMessage& out, double timeout_s,
       TakeDescriptors(message, out.fds);
       bytes.append(buffer.data(), static_cast<size_t>(n));
       if (want == kHeaderBytes && bytes.size() >= kHeaderBytes) {
-        HOIST_ASSIGN_OR_RETURN(const uint64_t length, MessageLength(bytes, peer));
+        HOIST_ASSIGN_OR_RETURN(const uint64_t length, MessageLength(bytes, peer, max_bytes));
         want = kHeaderBytes + length;
       }
       continue;
@@ -265,8 +269,19 @@ Result<LocalConnection> ConnectLocal(const std::string& path, double timeout_s) 
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::IoError("cannot create a socket: " + Errno());
   LocalConnection connection(fd);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) {
-    return connection;
+  // A Unix socket whose backlog is full answers EAGAIN and is not left connecting (unlike TCP's
+  // EINPROGRESS): the connect is tried again until the deadline, as the holder drains its queue.
+  const Clock::time_point deadline = DeadlineIn(timeout_s);
+  int result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  while (result != 0 && errno == EAGAIN && Clock::now() < deadline) {
+    HOIST_RETURN_IF_ERROR(StopRequested());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    result = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  }
+  if (result == 0) return connection;
+  if (errno == EAGAIN) {
+    return Status::Stalled(path + ": no connection within " + StallSeconds(timeout_s) +
+                           " (the holder's queue stayed full)");
   }
   if (errno == ENOENT || errno == ECONNREFUSED || errno == ENOTSOCK) {
     return Status::NotFound(path + ": nothing listens there (" + Errno() + ")");
@@ -278,8 +293,7 @@ Result<LocalConnection> ConnectLocal(const std::string& path, double timeout_s) 
     return Status::IoError(path + ": cannot connect: " + Errno());
   }
   // A full backlog: the holder is busy answering others.
-  HOIST_ASSIGN_OR_RETURN(const bool ready,
-                         WaitForSocket(fd, POLLOUT, DeadlineIn(timeout_s), nullptr));
+  HOIST_ASSIGN_OR_RETURN(const bool ready, WaitForSocket(fd, POLLOUT, deadline, nullptr));
   if (!ready) return Status::Stalled(path + ": no connection within " + StallSeconds(timeout_s));
   int error = 0;
   socklen_t size = sizeof error;

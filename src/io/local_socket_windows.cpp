@@ -21,12 +21,12 @@ Status LocalConnection::Send(const std::string&, const std::vector<int>&, double
                              const std::string&) {
   return NotBuilt();
 }
-Result<LocalMessage> LocalConnection::Receive(double, const std::atomic<bool>*,
-                                              const std::string&) {
+Result<LocalMessage> LocalConnection::Receive(double, const std::atomic<bool>*, const std::string&,
+                                              uint64_t) {
   return NotBuilt();
 }
 Status LocalConnection::ReceiveInto(LocalMessage&, double, const std::atomic<bool>*,
-                                    const std::string&) {
+                                    const std::string&, uint64_t) {
   return NotBuilt();
 }
 Result<PeerCredentials> LocalConnection::Peer() const { return NotBuilt(); }

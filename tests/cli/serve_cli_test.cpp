@@ -6,19 +6,26 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "hoist/hoist.h"
 #include "io/local_socket.h"
@@ -267,12 +274,16 @@ TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
   for (const auto& [fd, refusal] : lies) {
     for (const bool share : {true, false}) {
       SCOPED_TRACE(refusal + (share ? " (shared)" : " (private)"));
-      std::thread fake([&, fd = fd] {  // answers one attach with the real answer and its own fd
+      // Answers one attach with the real answer (as this process: the attacher checks who
+      // listens) and its own fd.
+      nlohmann::json as_this = nlohmann::json::parse(answer->text);
+      as_this["pid"] = ::getpid();
+      std::thread fake([&, fd = fd, text = as_this.dump()] {
         for (int tries = 0; tries < 500; ++tries) {
           auto c = listener->Accept(20);
           if (!c.ok() || !c->has_value()) continue;
           if ((*c)->Receive(5, nullptr, "the attacher").ok()) {
-            (void)(*c)->Send(answer->text, {fd}, 5, "the attacher");
+            (void)(*c)->Send(text, {fd}, 5, "the attacher");
           }
           return;
         }
@@ -291,6 +302,148 @@ TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
   ::close(unsealed);
   ::close(plain);
   for (int fd : answer->fds) ::close(fd);
+}
+
+// Requests of the wrong shape (wrong JSON types, junk, nesting, a flood of brackets) each get
+// a refusal or a closed connection; the holder serves the next attach as ever. Wrong types once
+// ended it ("unexpected failure: [json.exception...]").
+TEST_F(ServeTest, AMalformedRequestNeverEndsTheHolder) {
+  auto holder = Serve("m", "host");
+  const std::vector<std::string> requests = {R"({"hoist_held":"1"})",
+                                             R"({"op":5})",
+                                             R"({"hoist_held":1,"op":5})",
+                                             R"({"hoist_held":1,"op":[]})",
+                                             R"([1,2,3])",
+                                             "not json",
+                                             R"({"hoist_held":1e400})",
+                                             std::string(64, '['),
+                                             std::string(16 << 10, '['),
+                                             R"({"hoist_held":1,"op":"describe\u0000"})"};
+  for (const std::string& request : requests) {
+    SCOPED_TRACE(request.substr(0, 40));
+    auto c = ConnectLocal(Socket("m"), 5);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    if (!c->Send(request, {}, 5, "the holder").ok()) continue;
+    auto answer = c->Receive(5, nullptr, "the holder");
+    if (request.size() <= 4096) {
+      ASSERT_TRUE(answer.ok()) << answer.status().message();
+      EXPECT_NE(answer->text.find("\"error\""), std::string::npos) << answer->text;
+      EXPECT_TRUE(answer->fds.empty());
+    }
+  }
+  const CommandResult attached = RunHoist({"attach", "m", "--verify"});
+  EXPECT_EQ(attached.exit_code, 0) << attached.err;
+  EXPECT_EQ(holder->Wait(0.01), -1) << holder->Err();  // still running
+}
+
+// A holder that lies about any field of its answer is refused, one line naming the rule, before
+// anything is mapped or read: never a crash, never a tensor over another's bytes.
+TEST_F(ServeTest, ALyingHoldersEveryFieldIsChecked) {
+  auto holder = Serve("m", "host");
+  auto real = ConnectLocal(Socket("m"), 5);
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  ASSERT_TRUE(real->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
+  auto answer = real->Receive(5, nullptr, "the holder");
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  const nlohmann::json truth = nlohmann::json::parse(answer->text);
+  using Lie = std::function<void(nlohmann::json&)>;
+  const std::vector<std::pair<std::string, Lie>> lies = {
+      {"names file 0 of 0", [](nlohmann::json& j) { j["files"] = nlohmann::json::array(); }},
+      {"'nbytes' is not an integer from 0 to 2^64-1",
+       [](nlohmann::json& j) { j["tensor_list"][0]["nbytes"] = 1e20; }},
+      {"'nbytes' is not an integer",
+       [](nlohmann::json& j) { j["tensor_list"][0]["nbytes"] = "8"; }},
+      {"is unknown", [](nlohmann::json& j) { j["tensor_list"][0]["dtype"] = "Q9_Z"; }},
+      {"holds a NUL",
+       [](nlohmann::json& j) { j["tensor_list"][0]["name"] = std::string("a\0b", 3); }},
+      {"two tensors are named",
+       [](nlohmann::json& j) { j["tensor_list"][1]["name"] = j["tensor_list"][0]["name"]; }},
+      {"its dtype and shape make", [](nlohmann::json& j) { j["tensor_list"][0]["shape"][0] = 3; }},
+      {"its shape overflows",
+       [](nlohmann::json& j) {
+         j["tensor_list"][0]["shape"] = {uint64_t{1} << 40, uint64_t{1} << 40};
+       }},
+      {"lies outside its block", [](nlohmann::json& j) { j["tensor_list"][0]["at"] = UINT64_MAX; }},
+      {"lies outside its file",
+       [](nlohmann::json& j) { j["tensor_list"][0]["offset"] = UINT64_MAX - 1; }},
+      {"1 blocks and 1 descriptors", [](nlohmann::json&) {}},  // the truth: attaches
+      {"2 blocks and 1 descriptors",
+       [](nlohmann::json& j) { j["blocks"].push_back(j["blocks"][0]); }},
+      {"claims to be user", [](nlohmann::json& j) { j["uid"] = 4242; }},
+      {"claims to be user", [](nlohmann::json& j) { j["pid"] = 1; }},
+  };
+  const std::string liar = tmp_.File("liar.sock");
+  auto listener = LocalListener::Listen(liar, false);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  for (const auto& [refusal, lie] : lies) {
+    SCOPED_TRACE(refusal);
+    nlohmann::json told = truth;
+    lie(told);
+    told["pid"] = told["pid"] == truth["pid"] ? nlohmann::json(::getpid()) : told["pid"];
+    std::thread fake([&, text = told.dump()] {  // the real descriptors with the lie
+      for (int tries = 0; tries < 500; ++tries) {
+        auto c = listener->Accept(20);
+        if (!c.ok() || !c->has_value()) continue;
+        if ((*c)->Receive(5, nullptr, "the attacher").ok()) {
+          (void)(*c)->Send(text, answer->fds, 5, "the attacher");
+        }
+        return;
+      }
+    });
+    const CommandResult attached = RunHoist({"attach", liar, "--verify"});
+    fake.join();
+    if (refusal == "1 blocks and 1 descriptors") {
+      EXPECT_EQ(attached.exit_code, 0) << attached.err;
+      continue;
+    }
+    EXPECT_EQ(attached.exit_code, 1) << attached.err;
+    EXPECT_NE(attached.err.find(refusal), std::string::npos) << attached.err;
+    EXPECT_EQ(std::count(attached.err.begin(), attached.err.end(), '\n'), 1) << attached.err;
+  }
+  for (int fd : answer->fds) ::close(fd);
+}
+
+// A holder answers its clients at once: 100 idle connections and one that sends a byte a second
+// do not keep an attach (or serve --list) from its answer. One at a time, an idle client cost
+// the next attach up to 5 s, and 50 of them made attaches time out.
+TEST_F(ServeTest, IdleAndSlowClientsDelayNoOne) {
+  auto holder = Serve("m", "host");
+  std::vector<LocalConnection> idle;
+  for (int i = 0; i < 100; ++i) {
+    auto c = ConnectLocal(Socket("m"), 5);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    idle.push_back(std::move(*c));
+  }
+  std::atomic<bool> done{false};
+  std::thread slow([&] {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, Socket("m").c_str(), sizeof address.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      const char byte = 'H';
+      while (!done) {
+        if (::send(fd, &byte, 1, MSG_NOSIGNAL) != 1) break;
+        for (int i = 0; i < 100 && !done; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    }
+    ::close(fd);
+  });
+  const CommandResult attached = RunHoist({"attach", "m", "--verify", "--timeout", "3"});
+  const CommandResult listed = RunHoist({"serve", "--list"});
+  done = true;
+  slow.join();
+  EXPECT_EQ(attached.exit_code, 0) << attached.err;
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(listed.out.rfind("m  ", 0), 0u) << listed.out;
+}
+
+TEST_F(ServeTest, AnEmptyNameIsRefused) {
+  const CommandResult r = RunHoist({"serve", model_, "--device", "host", "--name", ""});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not empty"), std::string::npos) << r.err;
 }
 
 // Runs `hoist attach SOCKET` as user and group 65534 (nobody); its exit code and stderr.
