@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "device/host_memory.h"
@@ -27,6 +28,14 @@ std::unordered_map<void*, int>& SharedFiles() {
 #if defined(__linux__)
 // The seals a shared allocation carries, and the ones a mapper insists on.
 constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+// Added when it is first handed out: from then on no descriptor (a copy, a reopening through
+// /proc) can write it or map it writable, and no mapping can be made writable (FUTURE_WRITE
+// takes VM_MAYWRITE from every later mapping, which F_SEAL_WRITE alone does not on older kernels).
+#ifdef F_SEAL_FUTURE_WRITE
+constexpr int kWriteSeals = F_SEAL_WRITE | F_SEAL_FUTURE_WRITE;
+#else
+constexpr int kWriteSeals = F_SEAL_WRITE;
+#endif
 #endif
 
 Status SharedMemoryError(const char* who, const std::string& what) {
@@ -95,8 +104,9 @@ Result<void*> AllocateSharedHostMemory(uint64_t bytes, const char* who) {
     return failed;
   }
   // Its size fixed for good: a process that maps it can trust fstat, and no one (this process
-  // included) can cut pages from under a mapping, which would fault on access (SIGBUS).
-  if (::fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
+  // included) can cut pages from under a mapping, which would fault on access (SIGBUS). Writes
+  // are sealed when it is handed out (ExportSharedHostMemory), once loaded.
+  if (::fcntl(fd, F_ADD_SEALS, kSizeSeals) != 0) {
     Status failed = SharedMemoryError(who, "cannot seal the size of shared memory");
     ::close(fd);
     return failed;
@@ -125,9 +135,30 @@ Result<ExportedMemory> ExportSharedHostMemory(void* ptr) {
   if (it == SharedFiles().end()) {
     return Status::Internal("export of host memory that was not allocated shared");
   }
+  const uint64_t bytes = Sizes()[ptr];
+#if defined(__linux__)
+  // What is sent is a read-only descriptor (reopened through /proc: a duplicate would share the
+  // writable one's mode), of memory sealed against writing before anyone else sees it.
+  const std::string self = "/proc/self/fd/" + std::to_string(it->second);
+  const int fd = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SharedMemoryError("host", "cannot reopen held memory read-only");
+  const int seals = ::fcntl(it->second, F_GET_SEALS);
+  if (seals >= 0 && (seals & F_SEAL_WRITE) == 0) {
+    // F_SEAL_WRITE is refused while a mapping that may write exists: this process's own one is
+    // made again, in place, from the read-only descriptor (the load wrote through it; nothing
+    // writes held memory after).
+    if (::mmap(ptr, bytes, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED ||
+        ::fcntl(it->second, F_ADD_SEALS, kWriteSeals | F_SEAL_SEAL) != 0) {
+      Status failed = SharedMemoryError("host", "cannot seal held memory against writing");
+      ::close(fd);
+      return failed;
+    }
+  }
+#else
   const int fd = ::fcntl(it->second, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return SharedMemoryError("host", "cannot duplicate a shared memory descriptor");
-  return ExportedMemory{fd, Sizes()[ptr]};
+#endif
+  return ExportedMemory{fd, bytes};
 }
 
 Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
@@ -140,6 +171,12 @@ Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
         std::string(who) + ": the shared memory sent is " +
         (seals < 0 ? "not sealable memory (memfd)" : "not sealed against shrinking and growing") +
         ": the process that sent it could cut it under the mapping; refused");
+  }
+  if ((seals & F_SEAL_WRITE) == 0) {
+    return Status::IoError(std::string(who) +
+                           ": the shared memory sent is not sealed against writing: the process "
+                           "that sent it, or anyone it sent it to, could change the weights "
+                           "under the mapping; refused");
   }
 #endif
   struct stat st {};
