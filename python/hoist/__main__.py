@@ -13,6 +13,10 @@ def main():
                          "by pip install; from a CMake build, run build/hoist)\n")
         return 1
     if os.name == "posix":
+        # Python ignores SIGPIPE, and an ignored signal stays ignored across exec: restored, so
+        # that `hoist inspect M | head -1` ends quietly as the tool does on its own.
+        import signal
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         os.execv(tool, [tool] + sys.argv[1:])  # signals and exit codes stay the tool's own
     return subprocess.call([tool] + sys.argv[1:])
 
