@@ -86,8 +86,9 @@ Json ParseShallow(const std::string& text, int max_depth) {
 
 HeldSummary SummaryFromJson(const Json& j) {
   HeldSummary s;
-  s.name = StringField(j, "name");
-  s.model = StringField(j, "model");
+  // A holder's words, shown as one printable line whatever it sent.
+  s.name = Printable(StringField(j, "name"), 64);
+  s.model = Printable(StringField(j, "model"), 4096);
   s.pid = static_cast<int64_t>(UnsignedField(j, "pid").value_or(0));
   s.uid = static_cast<uint32_t>(UnsignedField(j, "uid").value_or(0));
   s.bytes = UnsignedField(j, "bytes").value_or(0);

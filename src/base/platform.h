@@ -52,6 +52,9 @@ Result<CommandOutput> RunCommand(const std::string& command, size_t max_bytes, d
 void InstallStopSignalHandlers();
 // The signal number received since installation, or 0.
 int StopSignalReceived();
+// A write to a pipe whose reader has gone fails (EPIPE) instead of ending the process: for a
+// long-lived service whose notes go to a stderr no one may read any more. No-op on Windows.
+void IgnoreBrokenPipes();
 // kCancelled ("cancelled by signal N") once a stop signal was received, else OK: for loops
 // that must end promptly on Ctrl-C.
 inline Status StopRequested() {

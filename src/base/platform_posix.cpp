@@ -123,6 +123,8 @@ void InstallStopSignalHandlers() {
 
 int StopSignalReceived() { return g_stop_signal.load(); }
 
+void IgnoreBrokenPipes() { ::signal(SIGPIPE, SIG_IGN); }
+
 bool SharedLibraryLoads(const char* name) {
   void* library = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
   if (library == nullptr) return false;

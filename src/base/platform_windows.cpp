@@ -89,6 +89,8 @@ void InstallStopSignalHandlers() {
 
 int StopSignalReceived() { return g_stop_signal.load(); }
 
+void IgnoreBrokenPipes() {}
+
 bool SharedLibraryLoads(const char* name) {
   HMODULE library = LoadLibraryA(name);
   if (library == nullptr) return false;

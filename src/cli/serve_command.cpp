@@ -17,6 +17,7 @@
 #include "cli/exit_codes.h"
 #include "cli/load_flags.h"
 #include "format/directory_json.h"
+#include "io/http_storage.h"
 #include "pipeline/loader.h"
 
 namespace hoist::cli {
@@ -66,6 +67,8 @@ int RunList(const ServeFlags& f) {
 
 int RunServe(const ServeFlags& f) {
   InstallStopSignalHandlers();
+  // A holder outlives whoever reads its notes: their going must not end it and leave its socket.
+  IgnoreBrokenPipes();
   if (f.list) return RunList(f);
   if (f.model.empty()) {
     return ReportFailure(Status::InvalidArgument("serve takes a MODEL (or --list)"));
@@ -132,6 +135,7 @@ int RunAttach(const AttachFlags& f) {
   while (std::chrono::steady_clock::now() < until && StopSignalReceived() == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (StopSignalReceived() != 0) return kExitSignalBase + StopSignalReceived();
   AttachedModel& a = *attached;
   if (f.verify && !a.verifiable) {
     return ReportFailure(Status::InvalidArgument(
@@ -166,7 +170,7 @@ int RunAttach(const AttachFlags& f) {
   }
   if (!mismatches.empty()) {
     std::fprintf(stderr, "hoist: verify failed: %s differs from %s at tensor byte %llu\n",
-                 mismatches.front().tensor.c_str(), a.holder.model.c_str(),
+                 Printable(mismatches.front().tensor).c_str(), a.holder.model.c_str(),
                  static_cast<unsigned long long>(mismatches.front().tensor_offset));
     return kExitVerifyMismatch;
   }

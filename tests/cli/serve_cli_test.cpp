@@ -444,6 +444,49 @@ TEST_F(ServeTest, IdleAndSlowClientsDelayNoOne) {
   EXPECT_EQ(listed.out.rfind("m  ", 0), 0u) << listed.out;
 }
 
+// A holder whose notes' reader has gone (its stderr a pipe closed at the far end) serves on:
+// it once died of SIGPIPE at the next attach and left a stale socket.
+TEST_F(ServeTest, AHolderOutlivesItsStderrReader) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  ::close(pipe_fds[0]);  // no reader from the start
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], 1);
+    ::dup2(pipe_fds[1], 2);
+    std::string cli = HOIST_CLI;
+    std::vector<std::string> args = {cli, "serve", model_, "--device", "host", "--name", "p"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::signal(SIGPIPE, SIG_DFL);  // as a shell would start it
+    ::execv(HOIST_CLI, argv.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  for (int i = 0; i < 3000 && !std::filesystem::exists(Socket("p")); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int attach = 0; attach < 2; ++attach) {
+    const CommandResult r = RunHoist({"attach", "p", "--verify"});
+    EXPECT_EQ(r.exit_code, 0) << attach << ": " << r.err;
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << status;  // not killed by SIGPIPE
+  EXPECT_FALSE(std::filesystem::exists(Socket("p")));
+}
+
+// SIGINT while attached (--hold) ends the attach with the documented 128 + N.
+TEST_F(ServeTest, SigintDuringHoldExitsWith130) {
+  auto holder = Serve("m", "host");
+  HoistProcess attach({"attach", "m", "--hold", "30"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  attach.Signal(SIGINT);
+  EXPECT_EQ(attach.Wait(TimeBound(5)), 130) << attach.Err();
+}
+
 TEST_F(ServeTest, AnEmptyNameIsRefused) {
   const CommandResult r = RunHoist({"serve", model_, "--device", "host", "--name", ""});
   EXPECT_NE(r.exit_code, 0);
