@@ -185,7 +185,9 @@ Runner RegisterBench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Measure the machine's ceilings, hoist's load and other loaders' strategies on one model");
-  cmd->add_option("PATH", f->path, "a model file, index, directory or first GGUF split")
+  cmd->add_option("PATH", f->path,
+                  "a model file, index, directory or first GGUF split; or a URL, s3://, gs://, "
+                  "az:// or hf:// name")
       ->required();
   cmd->add_option("--device", f->device,
                   "auto, host, cuda:N, hip:N or sim[:options] (default auto)");

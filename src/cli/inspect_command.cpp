@@ -99,7 +99,8 @@ Runner RegisterInspect(CLI::App& app) {
       "inspect", "Show a model's format, files, metadata and tensors without loading it");
   cmd->add_option("PATH", options->path,
                   "a .gguf or .safetensors file, a model.safetensors.index.json, a directory "
-                  "of shards, or the first GGUF split")
+                  "of shards, or the first GGUF split; or a URL, s3://, gs://, az:// or hf:// "
+                  "name")
       ->required();
   cmd->add_flag("--json", options->json, "print one JSON object (schema in docs/CLI.md)");
   AddDeviceFlags(cmd, options->devices);

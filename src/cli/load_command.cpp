@@ -33,7 +33,10 @@ struct LoadFlags {
 };
 
 void AddLoadFlags(CLI::App* cmd, LoadFlags& f) {
-  cmd->add_option("PATH", f.path, "a model file, index, directory or first GGUF split")->required();
+  cmd->add_option("PATH", f.path,
+                  "a model file, index, directory or first GGUF split; or a URL, s3://, gs://, "
+                  "az:// or hf:// name")
+      ->required();
   AddDeviceFlags(cmd, f.devices);
   cmd->add_flag("--json", f.json, "print the summary as one JSON object on stdout");
   cmd->add_flag("--quiet", f.quiet, "no progress display");

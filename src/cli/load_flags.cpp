@@ -46,7 +46,8 @@ void AddLoadSettingFlags(CLI::App* cmd, LoadSettingFlags& f, bool io_and_checksu
   AddStallTimeoutFlag(cmd, f.stall_timeout_s);
   if (!io_and_checksum) return;
   cmd->add_option("--io", f.io, "buffered (page cache) or direct (O_DIRECT)")
-      ->check(CLI::IsMember({"buffered", "direct"}));
+      ->check(CLI::IsMember({"buffered", "direct"}))
+      ->capture_default_str();
   cmd->add_flag("--checksum", f.checksum, "XXH3-64 of every tensor over its staged bytes");
 }
 

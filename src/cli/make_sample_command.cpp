@@ -26,7 +26,8 @@ Runner RegisterMakeSample(CLI::App& app) {
       cmd->add_option("--format", options->spec.format,
                       "gguf or safetensors (default: as PATH's extension says, else gguf)")
           ->check(CLI::IsMember({"gguf", "safetensors"}));
-  cmd->add_option("--size", options->size, "approximate total tensor bytes (e.g. 64MiB, 20GiB)");
+  cmd->add_option("--size", options->size, "approximate total tensor bytes (e.g. 64MiB, 20GiB)")
+      ->capture_default_str();
   cmd->add_option("--dtypes", options->dtypes,
                   "comma-separated dtypes for the weight matrices (F16,Q4_K,...)");
   cmd->add_option("--shards", options->spec.shards, "number of files");

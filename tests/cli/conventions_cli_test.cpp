@@ -198,6 +198,21 @@ TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
 }
 
+// Every command that reads a model says its PATH may be remote; options with a default show it.
+TEST_F(ConventionsCliTest, HelpSaysWhatAPathMayBeAndEachDefault) {
+  for (const char* command : {"inspect", "load", "verify", "bench", "pack"}) {
+    const auto r = RunHoist({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_NE(r.out.find("s3://, gs://, az:// or hf://"), std::string::npos) << command << r.out;
+  }
+  const auto sample = RunHoist({"make-sample", "--help"});
+  EXPECT_NE(sample.out.find("--size TEXT=64MiB"), std::string::npos) << sample.out;
+  const auto attach = RunHoist({"attach", "--help"});
+  EXPECT_NE(attach.out.find("]=10\n"), std::string::npos) << attach.out;
+  const auto load = RunHoist({"load", "--help"});
+  EXPECT_NE(load.out.find("{buffered,direct}=buffered"), std::string::npos) << load.out;
+}
+
 // "--device auto" that finds no usable GPU loads to host and says so, with each GPU backend's
 // reason (a build without one says that), in the summary, --json and doctor.
 TEST_F(ConventionsCliTest, AFallbackFromAutoSaysWhatItFellBackFromAndWhy) {
