@@ -885,6 +885,14 @@ TEST_F(HttpStorageTest, AFileReplacedAfterItsHeaderIsRefusedByEveryCommand) {
           << entry.path();
     }
   }
+  {
+    // inspect reads the header alone: replaced between its two reads, it refuses too.
+    FaultProxy proxy(server_->http_port(), Fault::kSwapFile, 1);
+    const auto r = RunHoist({"inspect", proxy.url("a.safetensors")});
+    EXPECT_EQ(r.exit_code, 6) << r.err << r.out;
+    EXPECT_NE(r.err.find("a.safetensors changed while it was read (ETag was \""), std::string::npos)
+        << r.err;
+  }
   // Unchanged, the same pack with --check writes the file.
   const auto r = RunHoist({"pack", server_->http("a.safetensors"), "-o", out, "--check"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
