@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "base/stall.h"
@@ -607,6 +608,27 @@ bool DecodesOnDevice(const TensorDirectory& dir,
     }
   }
   return true;
+}
+
+std::string HostDecodeFor(const TensorDirectory& dir,
+                          const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                          const LoadOptions& options) {
+  if (!dir.packed) return {};
+  const bool coded = std::any_of(dir.packed->tensors.begin(), dir.packed->tensors.end(),
+                                 [](const PackedTensor& t) { return t.coded; });
+  if (!coded) return {};
+  for (const auto& d : devices) {
+    if (d->kind() == DeviceKind::kHost) continue;
+    const std::string why = !d->capabilities().decodes_exponents
+                                ? "it has no decoder (a build without the GPU kernels, "
+                                  "HOIST_GPU_KERNELS; or sim:decode=0)"
+                            : options.checksum ? "checksums are of the staged bytes"
+                                               : "this load's shape (regions, parts or several "
+                                                 "files) decodes as it reads";
+    return "packed tensors decoded on the CPU for " + d->name() + ": " + why +
+           "; such a load runs at the CPU's decode rate, not the link's";
+  }
+  return {};
 }
 
 Result<std::unique_ptr<LoadedModel>> LoadDecodingOnDevice(

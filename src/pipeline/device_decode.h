@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "device/checked_device.h"
@@ -23,6 +24,13 @@ namespace hoist {
 bool DecodesOnDevice(const TensorDirectory& dir,
                      const std::vector<std::shared_ptr<CheckedDevice>>& devices,
                      const LoadOptions& options, const ReadSpec& read);
+
+// For a load that does not decode on its device: why a packed model's coded tensors are
+// decoded on the host for a device that is not the host (at the CPU's decode rate, not the
+// link's), in words for the report's fallbacks; empty when none is, or every device is the host.
+std::string HostDecodeFor(const TensorDirectory& dir,
+                          const std::vector<std::shared_ptr<CheckedDevice>>& devices,
+                          const LoadOptions& options);
 
 // Load's arguments; REQUIRES: DecodesOnDevice. A corrupt group is kInvalidModel naming the
 // file, the tensor and the group; a decode that does not finish within the stall timeout is

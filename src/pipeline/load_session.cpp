@@ -690,7 +690,13 @@ Result<std::unique_ptr<LoadedModel>> Load(
   LoadSession session(dir, devices, options, placement, read);
   HOIST_RETURN_IF_ERROR(session.Prepare());
   session.Stream();
-  return session.TearDown();
+  Result<std::unique_ptr<LoadedModel>> model = session.TearDown();
+  if (model.ok()) {
+    if (std::string why = HostDecodeFor(dir, devices, options); !why.empty()) {
+      (*model)->report.fallbacks.push_back(std::move(why));
+    }
+  }
+  return model;
 }
 
 Result<std::unique_ptr<LoadedModel>> Load(const TensorDirectory& dir,

@@ -91,9 +91,16 @@ TEST_F(DeviceDecodeTest, CodedTensorsStreamAsStoredAndLandDecodedByteForByte) {
     if (decodes) {
       EXPECT_LT(r.read_bytes, r.tensor_bytes);  // the stored bytes, not the decoded ones
       EXPECT_GT(r.decode.busy, 0.0);
+      EXPECT_TRUE(r.fallbacks.empty());
     } else {
       EXPECT_EQ(r.decode.busy, 0.0);
       EXPECT_EQ(r.decode.after_stream, 0.0);
+      // Said, not silent: a GPU without the decoder loads at the CPU's decode rate.
+      ASSERT_EQ(r.fallbacks.size(), 1u);
+      EXPECT_EQ(r.fallbacks[0],
+                "packed tensors decoded on the CPU for sim: it has no decoder (a build without "
+                "the GPU kernels, HOIST_GPU_KERNELS; or sim:decode=0); such a load runs at the "
+                "CPU's decode rate, not the link's");
     }
     model->reset();
     EXPECT_EQ(device->live_device_allocations(), 0u);
