@@ -243,6 +243,85 @@ Status Agree(RankVerdictBlock& verdicts, RankStep step, const Status& mine,
   return ReadRankVerdicts(records, rank, world, step, layout);
 }
 
+// A rank's exchanges with its peers once its own share was read or refused: the check before
+// the all-gather, the all-gather, the check after it. An exchange that ends unfinished keeps its
+// block (and, the device's free_on_destroy off, nothing this load allocated is freed behind it);
+// one that failed otherwise frees the share, which nothing writes into then.
+class RankExchanges {
+ public:
+  RankExchanges(std::shared_ptr<CheckedDevice> device, RankVerdictBlock* verdicts,
+                Result<RankShare>& share, RankLayout layout, const AllGather& all_gather,
+                const LoadOptions& options, uint32_t rank, uint32_t world)
+      : device_(std::move(device)),
+        verdicts_(verdicts),
+        share_(share),
+        layout_(layout),
+        all_gather_(all_gather),
+        options_(options),
+        rank_(rank),
+        world_(world) {
+    if (share_.ok()) {
+      const LoadReport& r = share_->report;
+      landed_ = {r.tensor_bytes, r.read_bytes, r.tensor_bytes, 0};
+    }
+  }
+
+  // OK when every rank, this one included, read its share with the same layout.
+  Status Before() {
+    Status agreed = Check(RankStep::kBeforeGather, share_.ok() ? Status::Ok() : share_.status());
+    if (kept_ || share_.ok()) return agreed;
+    return share_.status();  // this rank's own failure before its peers'
+  }
+
+  // The all-gather, then every rank's word that its gather finished.
+  Status GatherAndAfter() {
+    const RankBlock& block = share_->block;
+    if (block.flat_bytes == 0) return Status::Ok();
+    unsigned char* flat = static_cast<unsigned char*>(share_->memory) + block.flat_start;
+    bool in_flight = false;
+    Status s = Exchange(all_gather_, options_, landed_, rank_, world_, flat, block.chunk,
+                        "the all-gather of the tensors every rank holds whole", &in_flight);
+    if (!s.ok()) {
+      if (in_flight) return Keep(s, block.bytes());
+      FreeShare();
+      return s;
+    }
+    return Check(RankStep::kAfterGather, Status::Ok());
+  }
+
+ private:
+  Status Check(RankStep step, const Status& mine) {
+    if (verdicts_ == nullptr) return Status::Ok();  // a rank alone
+    bool in_flight = false;
+    Status agreed = Agree(*verdicts_, step, mine, layout_, all_gather_, options_, landed_, rank_,
+                          world_, &in_flight);
+    if (!agreed.ok()) FreeShare();
+    if (!in_flight) return agreed;
+    verdicts_->Keep();
+    return Keep(agreed, verdicts_->bytes());
+  }
+  void FreeShare() {
+    if (share_.ok() && share_->memory != nullptr) (void)device_->FreeDevice(share_->memory);
+    if (share_.ok()) share_->memory = nullptr;
+  }
+  Status Keep(const Status& s, uint64_t bytes) {
+    kept_ = true;
+    device_->set_free_on_destroy(false);
+    return KeptForTheExchange(s, bytes);
+  }
+
+  std::shared_ptr<CheckedDevice> device_;
+  RankVerdictBlock* verdicts_;  // null: a rank alone
+  Result<RankShare>& share_;
+  RankLayout layout_;
+  const AllGather& all_gather_;
+  const LoadOptions& options_;
+  uint32_t rank_;
+  uint32_t world_;
+  LoadProgress landed_{};
+  bool kept_ = false;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<LoadedModel>> LoadRank(
@@ -264,58 +343,12 @@ Result<std::unique_ptr<LoadedModel>> LoadRank(
       cut.ok() ? LoadShare(dir, device, cut.value(), rank, world, options, mine) : cut.status();
   // A device whose copies could not stop carries no more: the peers find this rank silent.
   if (!share.ok() && (verdicts == nullptr || !device->free_on_destroy())) return share.status();
-  const RankLayout layout = share.ok() ? LayoutOf(dir, share->block) : RankLayout{};
-  const LoadProgress landed =
-      share.ok() ? LoadProgress{share->report.tensor_bytes, share->report.read_bytes,
-                                share->report.tensor_bytes, 0}
-                 : LoadProgress{};
-  auto free_share = [&] {
-    if (share.ok()) (void)device->FreeDevice(share->memory);
-  };
-  // An exchange left in flight keeps its block (and, with the device's free_on_destroy off,
-  // nothing else this load allocated is freed behind it either).
-  auto keep = [&](const Status& s, uint64_t bytes) {
-    device->set_free_on_destroy(false);
-    return KeptForTheExchange(s, bytes);
-  };
-  bool in_flight = false;
-  Status agreed;
-  if (verdicts != nullptr) {
-    agreed = Agree(*verdicts, RankStep::kBeforeGather, share.ok() ? Status::Ok() : share.status(),
-                   layout, all_gather, options, landed, rank, world, &in_flight);
-  }
-  if (in_flight) {
-    free_share();
-    verdicts->Keep();
-    return keep(agreed, verdicts->bytes());
-  }
-  if (!share.ok()) return share.status();  // this rank's own failure before its peers'
-  if (!agreed.ok()) {
-    free_share();
-    return agreed;
-  }
-  RankBlock& block = share->block;
-  if (block.flat_bytes > 0) {
-    unsigned char* flat = static_cast<unsigned char*>(share->memory) + block.flat_start;
-    if (Status s = Exchange(all_gather, options, landed, rank, world, flat, block.chunk,
-                            "the all-gather of the tensors every rank holds whole", &in_flight);
-        !s.ok()) {
-      if (in_flight) return keep(s, block.bytes());
-      free_share();
-      return s;
-    }
-    if (verdicts != nullptr) {
-      agreed = Agree(*verdicts, RankStep::kAfterGather, Status::Ok(), layout, all_gather, options,
-                     landed, rank, world, &in_flight);
-      if (!agreed.ok()) free_share();  // the all-gather finished: nothing writes into it now
-      if (in_flight) {
-        verdicts->Keep();
-        return keep(agreed, verdicts->bytes());
-      }
-      if (!agreed.ok()) return agreed;
-    }
-  }
-  return AdoptRankBlock(device, block, *mine, share->memory, std::move(share->report));
+  RankExchanges exchanges(device, verdicts.get(), share,
+                          share.ok() ? LayoutOf(dir, share->block) : RankLayout{}, all_gather,
+                          options, rank, world);
+  HOIST_RETURN_IF_ERROR(exchanges.Before());
+  HOIST_RETURN_IF_ERROR(exchanges.GatherAndAfter());
+  return AdoptRankBlock(device, share->block, *mine, share->memory, std::move(share->report));
 }
 
 }  // namespace hoist
