@@ -16,6 +16,7 @@
 #include "base/platform.h"
 #include "device/checked_device.h"
 #include "format/dtypes.h"
+#include "format/json_text.h"
 #include "io/http_storage.h"
 #include "io/hub.h"
 
@@ -66,20 +67,8 @@ std::optional<uint64_t> UnsignedField(const Json& j, const char* key) {
 // A stranger's JSON, or a discarded value when it nests deeper than max_depth: a message of
 // brackets alone would otherwise cost the parser memory and time far past its size.
 Json ParseShallow(const std::string& text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return Json(Json::value_t::discarded);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
+  if (FindExcessNesting(text, max_depth) != std::string::npos) {
+    return Json(Json::value_t::discarded);
   }
   return Json::parse(text, nullptr, false);
 }

@@ -43,30 +43,6 @@ size_t FindInvalidUtf8(const std::string& s) {
   return std::string::npos;
 }
 
-// Returns the index where nesting first exceeds max_depth, or npos. Brackets inside strings
-// do not count.
-size_t FindExcessNesting(const std::string& s, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return i;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return std::string::npos;
-}
-
 // A SAX pass that remembers the first key seen twice in one object, and where. Linear in the
 // text (nlohmann's DOM callback parser rescans objects and is quadratic).
 struct DuplicateKeyFinder : nlohmann::json_sax<nlohmann::json> {
@@ -107,6 +83,28 @@ std::string ShortJsonError(const std::string& what) {
 }
 
 }  // namespace
+
+size_t FindExcessNesting(const std::string& s, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return i;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return std::string::npos;
+}
 
 Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string& path,
                                       uint64_t base_offset) {

@@ -13,6 +13,10 @@ namespace hoist {
 
 inline constexpr int kMaxJsonDepth = 64;
 
+// The index where nesting first exceeds max_depth, or npos; brackets inside strings do not
+// count. Linear, with no recursion: for text no parser should see until it is known shallow.
+size_t FindExcessNesting(const std::string& s, int max_depth);
+
 // Parses text, which starts at byte base_offset of path; errors name that file and the byte.
 Result<nlohmann::json> ParseModelJson(const std::string& text, const std::string& path,
                                       uint64_t base_offset);

@@ -58,6 +58,17 @@ class ServeTest : public SampleModelTest<4u << 20> {
   std::string Socket(const std::string& name) const {
     return runtime_ + "/hoist/" + name + ".sock";
   }
+  // The holder of `name`'s answer to an attach, as an attacher receives it (its descriptors
+  // the caller's to close).
+  LocalMessage AttachAnswer(const std::string& name) {
+    auto c = ConnectLocal(Socket(name), 5);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    if (!c.ok()) return {};
+    EXPECT_TRUE(c->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
+    auto answer = c->Receive(5, nullptr, "the holder");
+    EXPECT_TRUE(answer.ok()) << answer.status().message();
+    return answer.ok() ? std::move(answer).value() : LocalMessage{};
+  }
 
   std::string runtime_;
 };
@@ -246,16 +257,12 @@ TEST_F(ServeTest, RefusalsAreOneClearLine) {
 // held memory, memory whose size it could change under the attacher's mapping.
 TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
   auto holder = Serve("m", "host");
-  auto real = ConnectLocal(Socket("m"), 5);
-  ASSERT_TRUE(real.ok()) << real.status().message();
-  ASSERT_TRUE(real->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
-  auto answer = real->Receive(5, nullptr, "the holder");
-  ASSERT_TRUE(answer.ok()) << answer.status().message();
-  ASSERT_EQ(answer->fds.size(), 1u);
+  LocalMessage answer = AttachAnswer("m");
+  ASSERT_EQ(answer.fds.size(), 1u);
   struct stat held {};
-  ASSERT_EQ(::fstat(answer->fds[0], &held), 0);
+  ASSERT_EQ(::fstat(answer.fds[0], &held), 0);
   // The real holder's memory cannot be cut, not even through a descriptor reopened for writing.
-  const std::string reopened = "/proc/self/fd/" + std::to_string(answer->fds[0]);
+  const std::string reopened = "/proc/self/fd/" + std::to_string(answer.fds[0]);
   const int writable = ::open(reopened.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(writable, 0);
   EXPECT_NE(::ftruncate(writable, 0), 0);
@@ -280,7 +287,7 @@ TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
       SCOPED_TRACE(refusal + (share ? " (shared)" : " (private)"));
       // Answers one attach with the real answer (as this process: the attacher checks who
       // listens) and its own fd.
-      nlohmann::json as_this = nlohmann::json::parse(answer->text);
+      nlohmann::json as_this = nlohmann::json::parse(answer.text);
       as_this["pid"] = ::getpid();
       std::thread fake([&, fd = fd, text = as_this.dump()] {
         for (int tries = 0; tries < 500; ++tries) {
@@ -305,7 +312,7 @@ TEST_F(ServeTest, MemoryWhoseSizeCouldChangeIsRefused) {
   }
   ::close(unsealed);
   ::close(plain);
-  for (int fd : answer->fds) ::close(fd);
+  for (int fd : answer.fds) ::close(fd);
 }
 
 // Requests of the wrong shape (wrong JSON types, junk, nesting, a flood of brackets) each get
@@ -344,12 +351,8 @@ TEST_F(ServeTest, AMalformedRequestNeverEndsTheHolder) {
 // anything is mapped or read: never a crash, never a tensor over another's bytes.
 TEST_F(ServeTest, ALyingHoldersEveryFieldIsChecked) {
   auto holder = Serve("m", "host");
-  auto real = ConnectLocal(Socket("m"), 5);
-  ASSERT_TRUE(real.ok()) << real.status().message();
-  ASSERT_TRUE(real->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
-  auto answer = real->Receive(5, nullptr, "the holder");
-  ASSERT_TRUE(answer.ok()) << answer.status().message();
-  const nlohmann::json truth = nlohmann::json::parse(answer->text);
+  LocalMessage answer = AttachAnswer("m");
+  const nlohmann::json truth = nlohmann::json::parse(answer.text);
   using Lie = std::function<void(nlohmann::json&)>;
   const std::vector<std::pair<std::string, Lie>> lies = {
       {"names file 0 of 0", [](nlohmann::json& j) { j["files"] = nlohmann::json::array(); }},
@@ -389,7 +392,7 @@ TEST_F(ServeTest, ALyingHoldersEveryFieldIsChecked) {
         auto c = listener->Accept(20);
         if (!c.ok() || !c->has_value()) continue;
         if ((*c)->Receive(5, nullptr, "the attacher").ok()) {
-          (void)(*c)->Send(text, answer->fds, 5, "the attacher");
+          (void)(*c)->Send(text, answer.fds, 5, "the attacher");
         }
         return;
       }
@@ -404,7 +407,7 @@ TEST_F(ServeTest, ALyingHoldersEveryFieldIsChecked) {
     EXPECT_NE(attached.err.find(refusal), std::string::npos) << attached.err;
     EXPECT_EQ(std::count(attached.err.begin(), attached.err.end(), '\n'), 1) << attached.err;
   }
-  for (int fd : answer->fds) ::close(fd);
+  for (int fd : answer.fds) ::close(fd);
 }
 
 // A holder answers its clients at once: 100 idle connections and one that sends a byte a second
@@ -499,13 +502,9 @@ TEST_F(ServeTest, AnEmptyNameIsRefused) {
 // and every attacher saw them.
 TEST_F(ServeTest, HeldMemoryCannotBeWrittenByAnyRoute) {
   auto holder = Serve("m", "host");
-  auto c = ConnectLocal(Socket("m"), 5);
-  ASSERT_TRUE(c.ok()) << c.status().message();
-  ASSERT_TRUE(c->Send(R"({"hoist_held":1,"op":"attach"})", {}, 5, "the holder").ok());
-  auto answer = c->Receive(5, nullptr, "the holder");
-  ASSERT_TRUE(answer.ok()) << answer.status().message();
-  ASSERT_EQ(answer->fds.size(), 1u);
-  const int sent = answer->fds[0];
+  LocalMessage answer = AttachAnswer("m");
+  ASSERT_EQ(answer.fds.size(), 1u);
+  const int sent = answer.fds[0];
   const std::string path = "/proc/self/fd/" + std::to_string(sent);
   const int reopened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   const char junk[64] = {1};
