@@ -298,7 +298,8 @@ class RankModeTest(unittest.TestCase):
                         for rank in range(last):
                             self.assertIn(f"rank {last} of {world} failed its load: ",
                                           got[rank][0])
-                        self.assertLess(max(s for _, s, _ in got.values()), 2.0)
+                        # at once: before the stall timeout a silent peer would cost
+                        self.assertLess(max(s for _, s, _ in got.values()), 3.0)
                     if case == "refuse_python":
                         self.assertIn("TypeError", got[last][0])
                         for rank in range(last):
