@@ -51,19 +51,6 @@ std::string SocketPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name + kSocketSuffix;
 }
 
-// Fields of a stranger's JSON (a request, an answer): nlohmann's value() throws when a key holds
-// another type, so a field of another type reads as absent here, and the caller's check names it.
-std::string StringField(const Json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-// Only an integer the parser kept as one: a number past 2^64-1 (parsed as a float) is absent.
-std::optional<uint64_t> UnsignedField(const Json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
-  return it->get<uint64_t>();
-}
-
 // A stranger's JSON, or a discarded value when it nests deeper than max_depth: a message of
 // brackets alone would otherwise cost the parser memory and time far past its size.
 Json ParseShallow(const std::string& text, int max_depth) {

@@ -84,6 +84,17 @@ std::string ShortJsonError(const std::string& what) {
 
 }  // namespace
 
+std::string StringField(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<uint64_t> UnsignedField(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<uint64_t>();
+}
+
 size_t FindExcessNesting(const std::string& s, int max_depth) {
   int depth = 0;
   bool in_string = false;

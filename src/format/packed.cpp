@@ -14,6 +14,7 @@
 #include "base/units.h"
 #include "format/directory_json.h"
 #include "format/gguf.h"
+#include "format/json_text.h"
 #include "format/packed_layout.h"
 #include "format/safetensors.h"
 #include "pack/exponent_code.h"
@@ -394,19 +395,11 @@ Result<PackReport> WritePacked(const TensorDirectory& dir, const std::string& ou
 
 namespace {
 
-// A header's fields, read without nlohmann's value(), which throws when a key holds another
-// type: a field of the wrong type reads as absent, and the caller's check names it.
-std::string StringField(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+// A header's fields beside json_text.h's StringField and UnsignedField, read the same way: a
+// field of the wrong type reads as absent, and the caller's check names it.
 int64_t IntField(const nlohmann::json& j, const char* key, int64_t absent) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : absent;
-}
-uint64_t CountField(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
 }
 nlohmann::json JsonField(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
@@ -458,7 +451,7 @@ std::vector<MetadataEntry> MetadataOf(const nlohmann::json& header) {
     entry.type = StringField(value, "type");
     if (entry.type.empty()) entry.type = "STRING";
     entry.element_type = StringField(value, "element_type");
-    entry.count = std::max<uint64_t>(CountField(value, "count"), 1);
+    entry.count = std::max<uint64_t>(UnsignedField(value, "count").value_or(0), 1);
     entry.value = value.contains("value") ? value["value"] : nlohmann::json();
     metadata.push_back(std::move(entry));
   }
@@ -526,7 +519,7 @@ Status ReadCodedTensor(File& file, const nlohmann::json& j, const TensorEntry& t
   }
   p->coded = true;
   p->split = *split;
-  p->values = CountField(j, "values");
+  p->values = UnsignedField(j, "values").value_or(0);
   if (p->values == 0 || p->values * static_cast<uint64_t>(split->value_bytes) != t.nbytes) {
     return Bad(path, header_at,
                t.name + ": " + std::to_string(p->values) + " values are not its " +

@@ -234,8 +234,7 @@ Status Agree(RankVerdictBlock& verdicts, RankStep step, const Status& mine,
              const RankLayout& layout, const AllGather& all_gather, const LoadOptions& options,
              const LoadProgress& landed, uint32_t rank, uint32_t world, bool* in_flight) {
   *in_flight = false;
-  const std::string what = step == RankStep::kBeforeGather ? "the check before the all-gather"
-                                                           : "the check after the all-gather";
+  const std::string what = RankStepName(step);
   HOIST_RETURN_IF_ERROR(verdicts.Fill(rank, step, mine, layout, options.stall_timeout_s));
   HOIST_RETURN_IF_ERROR(Exchange(all_gather, options, landed, rank, world, verdicts.device_block(),
                                  kRankVerdictBytes, what, in_flight));
@@ -301,8 +300,9 @@ class RankExchanges {
     return Keep(agreed, verdicts_->bytes());
   }
   void FreeShare() {
-    if (share_.ok() && share_->memory != nullptr) (void)device_->FreeDevice(share_->memory);
-    if (share_.ok()) share_->memory = nullptr;
+    if (!share_.ok() || share_->memory == nullptr) return;
+    (void)device_->FreeDevice(share_->memory);
+    share_->memory = nullptr;
   }
   Status Keep(const Status& s, uint64_t bytes) {
     kept_ = true;

@@ -31,11 +31,6 @@ T Get(const unsigned char* in, size_t at) {
   return value;
 }
 
-const char* StepName(RankStep step) {
-  return step == RankStep::kBeforeGather ? "the check before the all-gather"
-                                         : "the check after the all-gather";
-}
-
 std::string RankOf(uint32_t rank, uint32_t world) {
   return "rank " + std::to_string(rank) + " of " + std::to_string(world);
 }
@@ -47,7 +42,7 @@ Status ReadOne(const unsigned char* record, uint32_t r, uint32_t world, RankStep
   if (std::memcmp(record, kMagic, sizeof kMagic) != 0 || Get<uint32_t>(record, kRankAt) != r ||
       Get<uint32_t>(record, kWorldAt) != world ||
       Get<uint32_t>(record, kStepAt) != static_cast<uint32_t>(step)) {
-    return Status::DeviceError(who + " sent no record of " + StepName(step) +
+    return Status::DeviceError(who + " sent no record of " + RankStepName(step) +
                                " (its bytes are not this load's): the exchange did not carry it, "
                                "or that rank runs another load");
   }
@@ -55,12 +50,12 @@ Status ReadOne(const unsigned char* record, uint32_t r, uint32_t world, RankStep
   const size_t length = strnlen(text, kMessageBytes);
   const uint32_t code = Get<uint32_t>(record, kCodeAt);
   if (code > static_cast<uint32_t>(Code::kInternal)) {
-    return Status::DeviceError(who + "'s record of " + std::string(StepName(step)) +
+    return Status::DeviceError(who + "'s record of " + std::string(RankStepName(step)) +
                                " breaks its format: status " + std::to_string(code) +
                                " is none of hoist's");
   }
   if (length == kMessageBytes) {
-    return Status::DeviceError(who + "'s record of " + std::string(StepName(step)) +
+    return Status::DeviceError(who + "'s record of " + std::string(RankStepName(step)) +
                                " breaks its format: its message has no end");
   }
   if (code != 0) {
@@ -88,6 +83,11 @@ Status ReadOne(const unsigned char* record, uint32_t r, uint32_t world, RankStep
 }
 
 }  // namespace
+
+const char* RankStepName(RankStep step) {
+  return step == RankStep::kBeforeGather ? "the check before the all-gather"
+                                         : "the check after the all-gather";
+}
 
 void WriteRankVerdict(unsigned char* out, uint32_t rank, uint32_t world, RankStep step,
                       const Status& status, const RankLayout& layout) {

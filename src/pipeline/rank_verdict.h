@@ -23,6 +23,9 @@ struct RankLayout {
 
 enum class RankStep : uint32_t { kBeforeGather = 1, kAfterGather = 2 };
 
+// "the check before the all-gather" / "... after ...": what messages call each step.
+const char* RankStepName(RankStep step);
+
 // One rank's verdict record, as it travels in the exchange: kRankVerdictBytes each.
 inline constexpr uint64_t kRankVerdictBytes = 256;
 
