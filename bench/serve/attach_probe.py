@@ -8,6 +8,10 @@ the checkpoint's own bytes (safetensors, read onto the same device).
         # attach, create READY, wait for GO to exist, then check (the holder may die meanwhile)
     python3 attach_probe.py held DIR                       # whether hoist.transformers takes DIR
                                                            # from a holder (exit 1 if not)
+    python3 attach_probe.py write NAME                     # a shared attach written in place:
+                                                           # exit 0 when the device refused it
+    python3 attach_probe.py crowd SOCKET N SECONDS         # N idle connections to a holder and
+                                                           # one sending a byte a second, held
 Exits 1 when a check fails.
 """
 import glob
@@ -83,6 +87,39 @@ def main():
         holder = ht._held_checkpoint(files)
         print(json.dumps({"held_by": holder}))
         return 0 if holder is not None else 1
+    if verb == "write":
+        import torch
+        tensors, _ = attach(args[1], True)
+        name, t = max(tensors.items(), key=lambda kv: kv[1].numel())
+        try:
+            t.view(-1).view(torch.uint8).fill_(0xA5)
+            torch.cuda.synchronize()
+            refused = ""
+        except RuntimeError as e:  # the device's access error: this context is lost
+            refused = str(e).splitlines()[0]
+        print(json.dumps({"tensor": name, "write_refused": bool(refused), "error": refused}))
+        return 0 if refused else 1
+    if verb == "crowd":
+        import socket
+        idle = []
+        for _ in range(int(args[2])):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(args[1])
+            idle.append(c)
+        slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        slow.connect(args[1])
+        end = time.monotonic() + float(args[3])
+        request = b'{"hoist_held":1,"op":"attach"}'
+        i = 0
+        while time.monotonic() < end:
+            try:
+                slow.send(request[i % len(request):i % len(request) + 1])
+            except OSError:  # the holder's deadline closed it: open another
+                slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                slow.connect(args[1])
+            i += 1
+            time.sleep(1)
+        return 0
     raise SystemExit(__doc__)
 
 

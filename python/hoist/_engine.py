@@ -663,7 +663,8 @@ def attach(name, device=None, share=False, timeout=10.0):
     bit-equal to a load of its file, in milliseconds. name: the name it is held under (hoist
     serve --list), or its holder's socket path. By default each process gets a private copy,
     made within the device from the held memory; share=True gives the held memory itself (one
-    copy for every process attached), which must not be written. device: one of the holder's
+    copy for every process attached): on the host a write lands in this process's own pages,
+    on a GPU the memory is read-only and a kernel that writes it fails. device: one of the holder's
     devices (default all). What is attached stays valid after the holder exits; its memory goes
     with the last tensor. Block-quantized GGUF tensors come back as their bytes (uint8)."""
     return attach_with_dtypes(name, device, share, timeout)[0]

@@ -84,6 +84,20 @@ class AttachTest(unittest.TestCase):
         self.expect_equal(private, loaded)
         self.expect_equal(shared, loaded)
 
+    def test_a_shared_tensor_written_in_place_is_the_writers_own(self):
+        # An in-place op on a share=True tensor on the host: before, SIGSEGV in the writer.
+        holder = self.serve("m")
+        loaded = hoist.load_file(self.model, device="cpu")
+        shared = hoist.attach("m", share=True)
+        written = [name for name, t in shared.items() if t.numel()]
+        for name in written:
+            raw(shared[name]).fill_(0xA5)
+        for name in written:
+            self.assertTrue(bool((raw(shared[name]) == 0xA5).all()), name)
+        self.expect_equal(hoist.attach("m", share=True), loaded)
+        self.expect_equal(hoist.attach("m"), loaded)
+        self.assertIsNone(holder.poll())
+
     def test_refusals(self):
         with self.assertRaises(hoist.NotFoundError) as no_holder:
             hoist.attach("nobody-holds-this")

@@ -86,6 +86,7 @@ Result<const Driver*> Ready(int ordinal, const std::string& who) {
 struct Mapping {
   CUmemGenericAllocationHandle handle = 0;
   size_t bytes = 0;  // as reserved and mapped
+  int ordinal = 0;
 };
 
 std::mutex g_mappings_mutex;
@@ -103,10 +104,19 @@ CUmemAllocationProp PropertiesFor(int ordinal) {
   return prop;
 }
 
-// Reserves an address range for handle's `bytes`, maps it and gives ordinal read-write access;
+CUmemAccessDesc AccessFor(int ordinal, CUmemAccess_flags flags) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = ordinal;
+  access.flags = flags;
+  return access;
+}
+
+// Reserves an address range for handle's `bytes`, maps it and gives ordinal the access `flags`;
 // undoes what it did on failure (the handle stays the caller's).
 Result<void*> MapHandle(const Driver& d, int ordinal, CUmemGenericAllocationHandle handle,
-                        size_t bytes, size_t alignment, const std::string& who) {
+                        size_t bytes, size_t alignment, CUmemAccess_flags flags,
+                        const std::string& who) {
   CUdeviceptr at = 0;
   CUresult r = d.reserve(&at, bytes, alignment, 0, 0);
   if (r != CUDA_SUCCESS)
@@ -116,10 +126,7 @@ Result<void*> MapHandle(const Driver& d, int ordinal, CUmemGenericAllocationHand
     (void)d.address_free(at, bytes);
     return DriverStatus(r, who, "mapping shared memory");
   }
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = ordinal;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAccessDesc access = AccessFor(ordinal, flags);
   r = d.set_access(at, bytes, &access, 1);
   if (r != CUDA_SUCCESS) {
     (void)d.unmap(at, bytes);
@@ -127,7 +134,7 @@ Result<void*> MapHandle(const Driver& d, int ordinal, CUmemGenericAllocationHand
     return DriverStatus(r, who, "giving the device access to shared memory");
   }
   std::lock_guard<std::mutex> lock(g_mappings_mutex);
-  Mappings()[static_cast<uintptr_t>(at)] = Mapping{handle, bytes};
+  Mappings()[static_cast<uintptr_t>(at)] = Mapping{handle, bytes, ordinal};
   return reinterpret_cast<void*>(static_cast<uintptr_t>(at));
 }
 
@@ -155,7 +162,8 @@ Result<void*> AllocateSharedGpuMemory(int ordinal, uint64_t bytes, const std::st
     return DriverStatus(r, who,
                         "allocating " + std::to_string(bytes) + " bytes of shareable memory");
   }
-  auto mapped = MapHandle(*d, ordinal, handle, size, granularity, who);
+  auto mapped =
+      MapHandle(*d, ordinal, handle, size, granularity, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, who);
   if (!mapped.ok()) (void)d->release(handle);
   return mapped;
 }
@@ -171,8 +179,13 @@ Result<ExportedMemory> ExportSharedGpuMemory(void* ptr, const std::string& who) 
     }
     m = it->second;
   }
+  // Handed out once loaded: from here the holder's own mapping reads only, as its attachers' do
+  // (ImportSharedGpuMemory), so no kernel of either can change the weights the others see.
+  const CUmemAccessDesc read_only = AccessFor(m.ordinal, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  CUresult r = d.set_access(reinterpret_cast<uintptr_t>(ptr), m.bytes, &read_only, 1);
+  if (r != CUDA_SUCCESS) return DriverStatus(r, who, "making held memory read-only");
   int fd = -1;
-  const CUresult r = d.export_handle(&fd, m.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  r = d.export_handle(&fd, m.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (r != CUDA_SUCCESS) return DriverStatus(r, who, "exporting shared memory");
   return ExportedMemory{fd, m.bytes};
 }
@@ -192,7 +205,11 @@ Result<void*> ImportSharedGpuMemory(int ordinal, int fd, uint64_t bytes, const s
   r = d->import_handle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   if (r != CUDA_SUCCESS) return DriverStatus(r, who, "importing shared memory");
-  auto mapped = MapHandle(*d, ordinal, handle, static_cast<size_t>(bytes), granularity, who);
+  // Read access only: a process admitted to the weights cannot write what the holder and every
+  // other attacher read through a mapping of its own (a kernel's write faults). It holds the
+  // handle, though, and could map it again read-write: docs/SERVE.md says whom to admit.
+  auto mapped = MapHandle(*d, ordinal, handle, static_cast<size_t>(bytes), granularity,
+                          CU_MEM_ACCESS_FLAGS_PROT_READ, who);
   if (!mapped.ok()) (void)d->release(handle);
   return mapped;
 }

@@ -186,7 +186,10 @@ Result<void*> MapSharedHostMemory(int fd, uint64_t bytes, const char* who) {
                            " bytes is said to hold " + std::to_string(bytes));
   }
   if (bytes == 0) return Status::InvalidArgument(std::string(who) + ": no shared memory to map");
-  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  // Private and writable: the memory is sealed, so what this process writes lands in pages of
+  // its own (copy on write) that no other process sees, and a tensor written in place neither
+  // corrupts the holder nor kills the writer.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (p == MAP_FAILED) {
     return SharedMemoryError(who,
                              "cannot map " + std::to_string(bytes) + " bytes of shared memory");

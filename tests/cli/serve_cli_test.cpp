@@ -526,6 +526,46 @@ TEST_F(ServeTest, HeldMemoryCannotBeWrittenByAnyRoute) {
   EXPECT_EQ(verified.exit_code, 0) << verified.err;
 }
 
+// A process that writes the tensors of a shared attach (an in-place op on a share=True tensor)
+// neither dies nor changes what the holder and the other attachers read: its writes land in
+// pages of its own. Before, the write killed it with SIGSEGV.
+TEST_F(ServeTest, WritesToASharedAttachStayTheWritersOwn) {
+  for (const std::string device : {"host", "sim"}) {
+    SCOPED_TRACE(device);
+    auto holder = Serve("m", device);
+    hoist_attach_options options;
+    hoist_attach_options_init(&options);
+    options.share = 1;
+    hoist_model* model = nullptr;
+    hoist_loaded* writer = nullptr;
+    ASSERT_EQ(hoist_attach("m", &options, &model, &writer), HOIST_OK) << hoist_last_error();
+    const size_t count = hoist_model_tensor_count(model);
+    size_t written = 0;
+    for (size_t i = 0; i < count; ++i) {
+      hoist_tensor_info info{};
+      ASSERT_EQ(hoist_model_tensor(model, i, &info), HOIST_OK);
+      // What a framework's in-place op on the tensor does.
+      auto* p = static_cast<unsigned char*>(hoist_loaded_tensor(writer, i));
+      if (p == nullptr || info.nbytes == 0) continue;
+      std::memset(p, 0xA5, static_cast<size_t>(info.nbytes));
+      ++written;
+    }
+    ASSERT_GT(written, 0u);
+    size_t mismatches = 0;
+    EXPECT_NE(hoist_loaded_verify(writer, &mismatches), HOIST_OK) << "the writer reads its writes";
+    hoist_model* other_model = nullptr;
+    hoist_loaded* other = nullptr;
+    ASSERT_EQ(hoist_attach("m", &options, &other_model, &other), HOIST_OK) << hoist_last_error();
+    ExpectEqualsFile(other_model, other, model_);
+    hoist_loaded_free(other);
+    hoist_model_close(other_model);
+    hoist_loaded_free(writer);
+    hoist_model_close(model);
+    const CommandResult verified = RunHoist({"attach", "m", "--share", "--verify"});
+    EXPECT_EQ(verified.exit_code, 0) << verified.err;
+  }
+}
+
 // Runs `hoist attach SOCKET` as user and group 65534 (nobody); its exit code and stderr.
 CommandResult AttachAsNobody(const std::string& socket, const std::string& err_path) {
   const pid_t pid = ::fork();
