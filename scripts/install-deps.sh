@@ -23,6 +23,8 @@ if ! $core; then
     awscli
     # the formatting and lint checks
     clang-format clang-tidy
+    # the llama.cpp snapshot that integrations/llama.cpp is tested against (scripts/build-llama.sh)
+    patch xz-utils
     # Windows cross-build and its test runner; the HIP backend's build check
     g++-mingw-w64-x86-64-posix wine wine64 libamdhip64-dev hipcc
     # the Python module and its tests (Debian's torch is CPU-only)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the formatting (.clang-format), then builds hoist and runs every test: the main build (with the CUDA backend when nvcc is
-# present), clang-tidy (.clang-tidy) over the library and the CLI, the suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under
+# present, and integrations/llama.cpp against the llama.cpp snapshot that scripts/build-llama.sh builds), clang-tidy (.clang-tidy) over the library and the CLI, the suite again under AddressSanitizer + UndefinedBehaviorSanitizer and under
 # ThreadSanitizer, a short run of each fuzzer, the Windows build (MinGW-w64) with its tests
 # under wine, the HIP build, and the Python package installed with pip and tested.
 # Usage: scripts/test.sh [format|main|tidy|asan|tsan|fuzz|windows|hip|python]...   (default: all)
@@ -15,6 +15,9 @@ cuda_flags=()
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   cuda_flags=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
+
+# integrations/llama.cpp against the snapshot scripts/build-llama.sh builds into build-llama/.
+llama_flags=(-DHOIST_LLAMA=ON -DCMAKE_PREFIX_PATH="$PWD/build-llama")
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 # Each stage's wall time, printed at the end (a failed run's too): CI has 90 minutes and should
@@ -49,9 +52,12 @@ for stage in "${stages[@]}"; do
       ;;
     main)
       banner "main build and tests"
+      # llama.cpp (the snapshot in third_party/, patched) for integrations/llama.cpp's tests:
+      # built once here, used again by the asan stage.
+      bash scripts/build-llama.sh build-llama
       # Release: what users build; the sanitizer stages cover Debug and RelWithDebInfo.
       cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHOIST_WERROR=ON -DHOIST_PYTHON=ON \
-        -DPython_EXECUTABLE="$python" "${cuda_flags[@]}" >/dev/null
+        -DPython_EXECUTABLE="$python" "${cuda_flags[@]}" "${llama_flags[@]}" >/dev/null
       cmake --build build -j "$jobs"
       if grep -q "^HOIST_CUDA:BOOL=ON" build/CMakeCache.txt; then
         echo "CUDA backend compiled with $(grep -m1 '^CMAKE_CUDA_COMPILER:' build/CMakeCache.txt || echo nvcc)"
@@ -133,8 +139,11 @@ for stage in "${stages[@]}"; do
       ;;
     asan)
       banner "AddressSanitizer + UndefinedBehaviorSanitizer"
+      # hoist_llama and its tests under the sanitizers; libllama itself uninstrumented (the
+      # main stage's build), its allocations still watched by LeakSanitizer.
+      bash scripts/build-llama.sh build-llama
       cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHOIST_WERROR=ON -DHOIST_CUDA=OFF -DHOIST_BUILD_BENCH=OFF \
-        -DHOIST_SANITIZE=address,undefined -DCMAKE_UNITY_BUILD=ON >/dev/null
+        -DHOIST_SANITIZE=address,undefined -DCMAKE_UNITY_BUILD=ON "${llama_flags[@]}" >/dev/null
       cmake --build build-asan -j "$jobs"
       # PackRealWeights packs 88 MB of real weights through the CLI: the packed code paths it
       # takes are PackedTest's, which run here; under a sanitizer it would only cost minutes.
