@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ggml-backend.h"
@@ -50,7 +51,12 @@ int Load(const std::string& mode, const std::string& path, int ngl, const std::s
     std::fprintf(stderr, "load failed: %s\n", hoist_llama_last_error());
     return 1;
   }
-  const uint64_t bytes = llama_model_size(model);
+  // The file's tensors (llama_model_size counts what its own loader read: 0 after hoist's).
+  uint64_t bytes = 0;
+  if (gguf_context* g = gguf_init_from_file(path.c_str(), {true, nullptr})) {
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) bytes += gguf_get_tensor_size(g, i);
+    gguf_free(g);
+  }
   std::string greedy;
   if (!logits.empty()) {
     llama_context_params cp = llama_context_default_params();
@@ -163,7 +169,6 @@ int Write(int argc, char** argv) {
   FILE* out = std::fopen(path.c_str(), "ab");
   if (out == nullptr) return 1;
   const size_t data_start = gguf_get_meta_size(g);
-  Noise noise{0x9E3779B97F4A7C15ull};
   std::vector<float> values;
   std::vector<uint8_t> bytes;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -174,14 +179,32 @@ int Write(int argc, char** argv) {
     bytes.assign(at - static_cast<size_t>(here), 0);
     std::fwrite(bytes.data(), 1, bytes.size(), out);
     values.resize(static_cast<size_t>(ggml_nelements(t)));
-    const bool norm = t->type == GGML_TYPE_F32;
-    for (float& v : values) v = norm ? 1.0f + noise.Next() : noise.Next();
     bytes.resize(ggml_nbytes(t));
-    if (norm) {
-      std::memcpy(bytes.data(), values.data(), bytes.size());
-    } else {
-      ggml_quantize_chunk(t->type, values.data(), bytes.data(), 0, t->ne[1], t->ne[0], nullptr);
+    // Rows in blocks over the machine's cores: an 8B model is 8e9 values to draw and quantize.
+    const int64_t rows = t->ne[1];
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(
+                                                     rows, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w) {
+      threads.emplace_back([&, w] {
+        const int64_t begin = rows * w / workers;
+        const int64_t end = rows * (w + 1) / workers;
+        Noise noise{0x9E3779B97F4A7C15ull ^ (i * 1000003u + static_cast<uint64_t>(w) + 1)};
+        const bool norm = t->type == GGML_TYPE_F32;
+        float* v = values.data() + begin * t->ne[0];
+        for (int64_t k = 0; k < (end - begin) * t->ne[0]; ++k) {
+          v[k] = norm ? 1.0f + noise.Next() : noise.Next();
+        }
+        if (norm) {
+          std::memcpy(bytes.data() + begin * t->ne[0] * 4, v,
+                      static_cast<size_t>((end - begin) * t->ne[0]) * 4);
+        } else {
+          ggml_quantize_chunk(t->type, values.data(), bytes.data(), begin * t->ne[0],
+                              end - begin, t->ne[0], nullptr);
+        }
+      });
     }
+    for (std::thread& th : threads) th.join();
     std::fwrite(bytes.data(), 1, bytes.size(), out);
   }
   const bool ok = std::fclose(out) == 0;

