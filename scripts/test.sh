@@ -79,7 +79,7 @@ for stage in "${stages[@]}"; do
       # examples/load_model.c built by a plain cc with pkg-config.
       rm -rf build/install build/consumer
       cmake --install build --prefix "$PWD/build/install" >/dev/null
-      cmake -S examples -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" -DHOIST_WERROR=ON >/dev/null
+      cmake -S examples -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install;$PWD/build-llama" -DHOIST_WERROR=ON >/dev/null
       cmake --build build/consumer >/dev/null
       ctest --test-dir build/consumer --output-on-failure >/dev/null \
         || { ctest --test-dir build/consumer --output-on-failure; exit 1; }
