@@ -182,8 +182,8 @@ int Write(int argc, char** argv) {
     bytes.resize(ggml_nbytes(t));
     // Rows in blocks over the machine's cores: an 8B model is 8e9 values to draw and quantize.
     const int64_t rows = t->ne[1];
-    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(
-                                                     rows, std::thread::hardware_concurrency()));
+    const int64_t workers =
+        std::max<int64_t>(1, std::min<int64_t>(rows, std::thread::hardware_concurrency()));
     std::vector<std::thread> threads;
     for (int64_t w = 0; w < workers; ++w) {
       threads.emplace_back([&, w] {
@@ -199,8 +199,8 @@ int Write(int argc, char** argv) {
           std::memcpy(bytes.data() + begin * t->ne[0] * 4, v,
                       static_cast<size_t>((end - begin) * t->ne[0]) * 4);
         } else {
-          ggml_quantize_chunk(t->type, values.data(), bytes.data(), begin * t->ne[0],
-                              end - begin, t->ne[0], nullptr);
+          ggml_quantize_chunk(t->type, values.data(), bytes.data(), begin * t->ne[0], end - begin,
+                              t->ne[0], nullptr);
         }
       });
     }
