@@ -419,6 +419,18 @@ void hoist_attach_options_init(hoist_attach_options* options);
 hoist_status hoist_attach(const char* name, const hoist_attach_options* options,
                           hoist_model** model, hoist_loaded** loaded);
 
+/* Copies, within the device, the tensors of `model` that this user's holder of its very files
+ * (`hoist serve` of the same path, the files unchanged since `model` was opened) holds on
+ * `device` ("cuda:0", "host") into the caller's memory there: destination(user, index, tensor)
+ * gives where tensor `index` of `model` goes, or NULL for one not wanted from the holder; it is
+ * called on this thread. *copied_bytes (may be NULL): the bytes copied. HOIST_NOT_FOUND when no
+ * holder holds those files whole on that device (read them instead); HOIST_FILE_CHANGED when
+ * the holder read another version of them or describes a tensor otherwise: nothing is copied
+ * then. timeout_s: for the holder's answer; 0: 10 s. */
+hoist_status hoist_attach_into(const hoist_model* model, const char* device, double timeout_s,
+                               hoist_destination_fn destination, void* user,
+                               uint64_t* copied_bytes);
+
 /* What this user's holders hold, as JSON: {"held": [{"name", "model" (its absolute path or
  * URL), "socket", "pid", "uid", "devices", "bytes", "tensors"}, ...]} (a socket whose holder
  * is gone has "stale": true); NULL on failure (hoist_last_error). Valid until the calling

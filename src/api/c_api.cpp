@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/attach_into.h"
 #include "api/held_model.h"
 #include "api/host_reader.h"
 #include "api/request.h"
@@ -808,6 +809,32 @@ hoist_status hoist_attach(const char* name, const hoist_attach_options* options,
     result->report_json = hoist::DumpJson(hoist::ReportToJson(result->loaded.model().report));
     *model = held.release();
     *loaded = result.release();
+    return HOIST_OK;
+  });
+}
+
+hoist_status hoist_attach_into(const hoist_model* model, const char* device, double timeout_s,
+                               hoist_destination_fn destination, void* user,
+                               uint64_t* copied_bytes) {
+  if (model == nullptr || device == nullptr || destination == nullptr) {
+    return Invalid("model, device and destination must not be NULL");
+  }
+  if (copied_bytes != nullptr) *copied_bytes = 0;
+  if (!(timeout_s >= 0 && timeout_s <= hoist::kMaxStallTimeoutSeconds)) {
+    return Invalid("timeout_s must be from 0 to " + std::to_string(hoist::kMaxStallTimeoutSeconds) +
+                   " seconds");
+  }
+  return Guarded([&] {
+    const hoist::TensorDirectory& dir = model->dir;
+    auto copied = hoist::AttachInto(
+        dir, device,
+        [&](size_t index) {
+          const hoist_tensor_info info = Info(dir.tensors[index]);
+          return destination(user, index, &info);
+        },
+        timeout_s > 0 ? timeout_s : 10);
+    if (!copied.ok()) return Fail(copied.status());
+    if (copied_bytes != nullptr) *copied_bytes = *copied;
     return HOIST_OK;
   });
 }

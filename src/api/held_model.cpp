@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -285,7 +286,18 @@ Status HeldModel::DescribeForAttachers(const std::string& name, const std::strin
   HOIST_ASSIGN_OR_RETURN(Json entries, TensorList(block_of, bytes));
   const TensorDirectory& tensors = load_->directory();
   Json files = Json::array();
-  for (const FileEntry& f : tensors.files) files.push_back({{"path", f.path}, {"size", f.size}});
+  for (const FileEntry& f : tensors.files) {
+    Json file = {{"path", f.path}, {"size", f.size}};
+    // Which file it read, so that a process with the same path open can tell it is the same
+    // one, unchanged (AttachInto).
+    if (f.identity.known && f.identity.version.empty() && f.identity.modified_ns >= 0) {
+      file["identity"] = {{"device", f.identity.device},
+                          {"inode", f.identity.inode},
+                          {"size", f.identity.size},
+                          {"modified_ns", static_cast<uint64_t>(f.identity.modified_ns)}};
+    }
+    files.push_back(std::move(file));
+  }
   HeldSummary& s = summary_;
   s.name = name;
   // A local model by its absolute path: what a front end matches a checkpoint against.
@@ -565,6 +577,19 @@ Status ReadManifest(const Json& j, size_t fds, const std::string& who, AttachedM
     out.verifiable = whole.get<bool>();
     for (const Json& f : j.at("files")) {
       out.dir.files.push_back({ManifestString(f, "path"), ManifestUnsigned(f, "size"), {}});
+      if (f.contains("identity")) {
+        const Json& id = f.at("identity");
+        FileIdentity& identity = out.dir.files.back().identity;
+        identity.device = ManifestUnsigned(id, "device");
+        identity.inode = ManifestUnsigned(id, "inode");
+        identity.size = ManifestUnsigned(id, "size");
+        const uint64_t modified = ManifestUnsigned(id, "modified_ns");
+        if (modified > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          throw std::invalid_argument("'modified_ns' is past 2^63-1");
+        }
+        identity.modified_ns = static_cast<int64_t>(modified);
+        identity.known = true;
+      }
     }
     for (const Json& t : j.at("tensor_list")) {
       TensorEntry e;

@@ -59,9 +59,9 @@ Result<void*> CheckedDevice::ImportShareable(int fd, uint64_t bytes) {
   return ptr;
 }
 
-Status CheckedDevice::CopyWithinDevice(void* dst, const void* src, uint64_t n) {
+Status CheckedDevice::CopyWithinDevice(void* dst, const void* src, uint64_t n, bool external) {
   if (n == 0) return Status::Ok();
-  HOIST_RETURN_IF_ERROR(CheckRange(dst, n, "copy within the device to"));
+  if (!external) HOIST_RETURN_IF_ERROR(CheckRange(dst, n, "copy within the device to"));
   HOIST_RETURN_IF_ERROR(CheckRange(src, n, "copy within the device from"));
   return backend_->CopyWithinDevice(dst, src, n);
 }

@@ -84,7 +84,11 @@ class CheckedDevice final : public Device {
   Result<ExportedMemory> ExportShareable(void* ptr) override;
   Result<void*> ImportShareable(int fd, uint64_t bytes) override;
   // src and dst must each lie inside an allocation of this device.
-  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override;
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n) override {
+    return CopyWithinDevice(dst, src, n, false);
+  }
+  // The same, or (external) dst is memory the caller vouches for: an engine's own buffers.
+  Status CopyWithinDevice(void* dst, const void* src, uint64_t n, bool external);
   // When set, AllocateDevice allocates shareable memory: what a load allocates can then be
   // exported (a model held for other processes). Set before the device is shared.
   void set_shareable_allocations(bool value) { shareable_allocations_ = value; }

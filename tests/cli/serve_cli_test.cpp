@@ -566,6 +566,60 @@ TEST_F(ServeTest, WritesToASharedAttachStayTheWritersOwn) {
   }
 }
 
+// hoist_attach_into: the tensors of a model the caller opened, copied from the holder of that
+// very file into the caller's buffers, byte-exact; none held there is HOIST_NOT_FOUND; once the
+// file is written after the holder read it, HOIST_FILE_CHANGED and nothing copied.
+TEST_F(ServeTest, AttachIntoCopiesOnlyTheSameFilesTensors) {
+  hoist_model* model = nullptr;
+  ASSERT_EQ(hoist_model_open(model_.c_str(), &model), HOIST_OK) << hoist_last_error();
+  const size_t count = hoist_model_tensor_count(model);
+  struct Buffers {
+    std::vector<std::vector<unsigned char>> of;
+    size_t asked = 0;
+  } buffers;
+  buffers.of.resize(count);
+  auto destination = [](void* user, size_t index, const hoist_tensor_info* t) -> void* {
+    auto* b = static_cast<Buffers*>(user);
+    ++b->asked;
+    b->of[index].assign(static_cast<size_t>(t->nbytes), 0);
+    return b->of[index].data();
+  };
+  uint64_t copied = 1;
+  EXPECT_EQ(hoist_attach_into(model, "host", 5, destination, &buffers, &copied), HOIST_NOT_FOUND)
+      << hoist_last_error();
+  EXPECT_EQ(copied, 0u);
+  auto holder = Serve("m", "host");
+  EXPECT_EQ(hoist_attach_into(model, "sim", 5, destination, &buffers, &copied), HOIST_NOT_FOUND)
+      << "held on host, not on sim";
+  ASSERT_EQ(hoist_attach_into(model, "host", 5, destination, &buffers, &copied), HOIST_OK)
+      << hoist_last_error();
+  const std::vector<unsigned char> file = ReadBytes(model_);
+  uint64_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    hoist_tensor_info t{};
+    ASSERT_EQ(hoist_model_tensor(model, i, &t), HOIST_OK);
+    total += t.nbytes;
+    if (t.nbytes == 0) continue;
+    ASSERT_EQ(buffers.of[i].size(), t.nbytes) << t.name;
+    EXPECT_EQ(std::memcmp(buffers.of[i].data(), file.data() + t.offset, t.nbytes), 0) << t.name;
+  }
+  EXPECT_EQ(copied, total);
+  // The same bytes written again: the file's last write is not the one the holder read.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  WriteBytes(model_, file);
+  hoist_model_close(model);
+  ASSERT_EQ(hoist_model_open(model_.c_str(), &model), HOIST_OK) << hoist_last_error();
+  buffers = Buffers{};
+  buffers.of.resize(count);
+  EXPECT_EQ(hoist_attach_into(model, "host", 5, destination, &buffers, &copied),
+            HOIST_FILE_CHANGED);
+  EXPECT_NE(std::string(hoist_last_error()).find("read another version of"), std::string::npos)
+      << hoist_last_error();
+  EXPECT_EQ(buffers.asked, 0u);
+  EXPECT_EQ(copied, 0u);
+  hoist_model_close(model);
+}
+
 // Runs `hoist attach SOCKET` as user and group 65534 (nobody); its exit code and stderr.
 CommandResult AttachAsNobody(const std::string& socket, const std::string& err_path) {
   const pid_t pid = ::fork();
