@@ -6,7 +6,8 @@
 # The sources are unpacked to PREFIX/src (the llama.cpp tests read its internal headers there).
 # Extra arguments go to llama.cpp's configure: -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
 # -DGGML_CUDA_FA=OFF on a GPU machine; -DLLAMA_BUILD_TOOLS=ON for llama-cli, llama-server and
-# llama-bench (patched to load through hoist when HOIST_LLAMA_COMMON=ON is passed too).
+# llama-bench, which load through hoist with -DLLAMA_HOIST=HOIST_SOURCE
+# -DLLAMA_HOIST_LIBRARY=.../libhoist.so (tools-load-through-hoist.patch says how).
 # A PREFIX already built from the same snapshot, patches and arguments is kept as it is.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

@@ -176,10 +176,10 @@ std::string DirectDevice(const ggml_tensor* t) {
   // ggml names its CUDA and HIP devices by the runtime's ordinal: CUDA0, ROCm1.
   const std::string name = ggml_backend_dev_name(dev);
   const size_t digits = name.find_first_of("0123456789");
-  if (digits == std::string::npos || (name.rfind("CUDA", 0) != 0 && name.rfind("ROCm", 0) != 0)) {
-    return "";
-  }
-  return "gpu:" + name.substr(digits);
+  if (digits == std::string::npos) return "";
+  if (name.rfind("CUDA", 0) == 0) return "cuda:" + name.substr(digits);
+  if (name.rfind("ROCm", 0) == 0) return "hip:" + name.substr(digits);
+  return "";
 }
 
 // Progress over every load of the call, passed on to llama.cpp's callback.
@@ -204,14 +204,54 @@ int ReportProgress(void* user, uint64_t done, uint64_t /*total*/) {
 }
 
 struct Group {
-  std::vector<const char*> names;
   std::vector<void*> destination_of;  // by the model's tensor index
+  std::vector<bool> from_holder;      // by the model's tensor index
   uint64_t bytes = 0;
 };
 
 void* DestinationOf(void* user, size_t index, const hoist_tensor_info* /*tensor*/) {
   const auto* g = static_cast<const Group*>(user);
   return index < g->destination_of.size() ? g->destination_of[index] : nullptr;
+}
+
+void* HolderDestinationOf(void* user, size_t index, const hoist_tensor_info* tensor) {
+  auto* g = static_cast<Group*>(user);
+  void* to = DestinationOf(user, index, tensor);
+  if (to != nullptr) g->from_holder[index] = true;
+  return to;
+}
+
+void Log(ggml_log_level level, const std::string& message) {
+  ggml_log_callback log = nullptr;
+  void* user = nullptr;
+  llama_log_get(&log, &user);
+  const std::string line = "hoist_llama_load: " + message + "\n";
+  if (log != nullptr) {
+    log(level, line.c_str(), user);
+  } else if (level >= GGML_LOG_LEVEL_WARN) {
+    std::fputs(line.c_str(), stderr);
+  }
+}
+
+// The group's tensors that a holder (`hoist serve` of the same file on that device) holds,
+// copied within the device; the bytes copied. Any failure leaves them to be read.
+uint64_t TakeFromHolder(hoist_model* model, const std::string& device, Group& group,
+                        const std::string& path) {
+  group.from_holder.assign(group.destination_of.size(), false);
+  uint64_t copied = 0;
+  const hoist_status status =
+      hoist_attach_into(model, device.c_str(), 0, HolderDestinationOf, &group, &copied);
+  if (status == HOIST_OK) {
+    Log(GGML_LOG_LEVEL_INFO, path + ": " + std::to_string(copied) + " bytes on " + device +
+                                 " from the holder of the file");
+    return copied;
+  }
+  if (status != HOIST_NOT_FOUND) {
+    Log(GGML_LOG_LEVEL_WARN, path + ": not taken from its holder on " + device + " (" +
+                                 hoist_last_error() + "): read from the file");
+  }
+  group.from_holder.assign(group.destination_of.size(), false);
+  return 0;
 }
 
 std::string HoistError(const std::string& path, hoist_status status) {
@@ -287,7 +327,6 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
     }
     Group& g = direct[device];
     if (g.destination_of.empty()) g.destination_of.assign(count, nullptr);
-    g.names.push_back(info.name);
     g.destination_of[p.index] = p.tensor->data;
     g.bytes += info.nbytes;
   }
@@ -306,16 +345,29 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
   load.progress = ReportProgress;
   load.progress_user = &progress;
   for (auto& [device, group] : direct) {
+    const uint64_t held = opts.no_holder ? 0 : TakeFromHolder(model, device, group, path);
+    progress.done_before += held;
+    std::vector<const char*> names;  // the tensors left to read
+    for (size_t i = 0; i < count; ++i) {
+      if (group.destination_of[i] != nullptr &&
+          (group.from_holder.empty() || !group.from_holder[i])) {
+        hoist_tensor_info info{};
+        (void)hoist_model_tensor(model, i, &info);
+        names.push_back(info.name);
+      }
+    }
+    if (names.empty()) continue;
     load.device = device.c_str();
-    load.names = group.names.data();
-    load.name_count = group.names.size();
+    load.names = names.data();
+    load.name_count = names.size();
     hoist_loaded* loaded = nullptr;
     const hoist_status status = hoist_load_into(model, &load, DestinationOf, &group, &loaded);
     hoist_loaded_free(loaded);
     if (status == HOIST_UNAVAILABLE && device != "host") {
       // This hoist has no backend for that GPU: its tensors go through set_tensor instead.
       for (const Placed& p : placed) {
-        if (group.destination_of[p.index] == p.tensor->data && first_of[p.index] == p.tensor) {
+        if (group.destination_of[p.index] == p.tensor->data && first_of[p.index] == p.tensor &&
+            (group.from_holder.empty() || !group.from_holder[p.index])) {
           through_backend.push_back(p);
         }
       }
@@ -327,7 +379,7 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
                   : HoistError(path, status);
       return false;
     }
-    progress.done_before += group.bytes;
+    progress.done_before += group.bytes - held;
   }
   if (!through_backend.empty() &&
       !SetThroughBackend(model, load, through_backend, progress, path, error)) {
@@ -344,15 +396,7 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
 
 void Fail(const std::string& message) {
   g_last_error = message;
-  ggml_log_callback log = nullptr;
-  void* user = nullptr;
-  llama_log_get(&log, &user);
-  const std::string line = "hoist_llama_load: " + message + "\n";
-  if (log != nullptr) {
-    log(GGML_LOG_LEVEL_ERROR, line.c_str(), user);
-  } else {
-    std::fputs(line.c_str(), stderr);
-  }
+  Log(GGML_LOG_LEVEL_ERROR, message);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 // bit-equal and the greedy tokens equal; a corrupt file and a cancelled load give NULL and the
 // reason.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -75,7 +78,8 @@ void SetHyperparameters(gguf_context* g) {
 // A llama-shaped model with the vocabulary's tokenizer: norms F32 near 1, matrices of `type`
 // from seeded N(0, 0.05) values. splits > 1: NAME-0000i-of-0000N.gguf files, the first holding
 // the keys; returns the first file's path.
-std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type type, int splits) {
+std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type type, int splits,
+                       unsigned seed = 7) {
   gguf_context* vocab = gguf_init_from_file(HOIST_LLAMA_VOCAB, {true, nullptr});
   EXPECT_NE(vocab, nullptr) << HOIST_LLAMA_VOCAB;
   if (vocab == nullptr) return "";
@@ -86,7 +90,7 @@ std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type t
   }
   ggml_init_params params{bytes + specs.size() * ggml_tensor_overhead() * 2, nullptr, false};
   ggml_context* ctx = ggml_init(params);
-  std::mt19937 rng(7);
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<ggml_tensor*> tensors;
   for (const TensorSpec& s : specs) {
@@ -346,6 +350,89 @@ TEST_F(HoistLlamaTest, ACorruptFileIsRefusedWithItsReason) {
   EXPECT_EQ(hoist_llama_load((*dir_ / "absent.gguf").c_str(), CpuParams(), nullptr), nullptr);
   error = hoist_llama_last_error();
   EXPECT_NE(error.find("absent.gguf"), std::string::npos) << error;
+}
+
+// `hoist serve PATH --device host --name NAME` in XDG_RUNTIME_DIR (the fixture's), once ready.
+class Holder {
+ public:
+  Holder(const std::string& path, const std::string& name) {
+    int out[2];
+    if (::pipe(out) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      ::execl(HOIST_CLI, HOIST_CLI, "serve", path.c_str(), "--device", "host", "--name",
+              name.c_str(), "--json", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string seen;
+    char buf[4096];
+    ssize_t n = 0;
+    while (seen.find("\"ready\":true") == std::string::npos &&
+           (n = ::read(out[0], buf, sizeof buf)) > 0) {
+      seen.append(buf, static_cast<size_t>(n));
+    }
+    ::close(out[0]);
+    ready_ = seen.find("\"ready\":true") != std::string::npos;
+  }
+  ~Holder() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  bool ready() const { return ready_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+// What hoist_llama_load logged, for the line that says where the bytes came from.
+std::string* g_log = nullptr;
+void Capture(ggml_log_level, const char* text, void*) {
+  if (g_log != nullptr) g_log->append(text);
+}
+
+// A holder of the very file: its bytes come from the held memory (the log says so), the model
+// computes as llama.cpp's own load of the file; the file rewritten after the holder loaded it:
+// the holder's bytes are refused and the new file's are read.
+TEST_F(HoistLlamaTest, TensorsComeFromAHolderOfTheSameFileOnly) {
+  const std::string runtime = (*dir_ / "runtime").string();
+  fs::create_directories(runtime);
+  ::chmod(runtime.c_str(), 0700);
+  ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  const std::string path = WriteModel(*dir_, "held", GGML_TYPE_F16, 1);
+  std::string log;
+  g_log = &log;
+  llama_log_set(Capture, nullptr);
+  {
+    Holder holder(path, "held");
+    ASSERT_TRUE(holder.ready());
+    Model ours(hoist_llama_load(path.c_str(), CpuParams(), nullptr));
+    ASSERT_NE(ours, nullptr) << hoist_llama_last_error();
+    EXPECT_NE(log.find("on host from the holder of the file"), std::string::npos) << log;
+    Model own(llama_model_load_from_file(path.c_str(), CpuParams()));
+    ASSERT_NE(own, nullptr);
+    EXPECT_TRUE(Evaluate(own.get()).logits == Evaluate(ours.get()).logits);
+
+    // Rewritten in place with other weights (same names and shapes): the holder has the old.
+    const std::string other = WriteModel(*dir_, "other", GGML_TYPE_F16, 1, 8);
+    fs::copy_file(other, path, fs::copy_options::overwrite_existing);
+    log.clear();
+    Model fresh(hoist_llama_load(path.c_str(), CpuParams(), nullptr));
+    ASSERT_NE(fresh, nullptr) << hoist_llama_last_error();
+    EXPECT_EQ(log.find("from the holder of the file"), std::string::npos) << log;
+    EXPECT_NE(log.find("not taken from its holder"), std::string::npos) << log;
+    Model own_fresh(llama_model_load_from_file(path.c_str(), CpuParams()));
+    ASSERT_NE(own_fresh, nullptr);
+    EXPECT_TRUE(Evaluate(own_fresh.get()).logits == Evaluate(fresh.get()).logits);
+  }
+  llama_log_set(nullptr, nullptr);
+  g_log = nullptr;
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ typedef struct hoist_llama_options {
   uint64_t chunk_bytes;   /* 0: hoist's default */
   double stall_timeout_s; /* 0: hoist's default (60 s) */
   int direct_io;          /* nonzero: bypass the page cache */
+  /* 0: tensors a holder (`hoist serve` of the same file, unchanged, on the same device) holds
+   * are copied from its memory within the device instead of read; nonzero: always read. */
+  int no_holder;
 } hoist_llama_options;
 
 void hoist_llama_options_init(hoist_llama_options* options);
