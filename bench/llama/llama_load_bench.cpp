@@ -223,7 +223,9 @@ int main(int argc, char** argv) {
     ggml_backend_load_all();
     llama_log_set(
         [](ggml_log_level level, const char* text, void*) {
-          if (level >= GGML_LOG_LEVEL_WARN) std::fputs(text, stderr);
+          if (level >= GGML_LOG_LEVEL_WARN || std::strncmp(text, "hoist_llama_load:", 17) == 0) {
+            std::fputs(text, stderr);
+          }
         },
         nullptr);
     const int rc = Load(argv[2], argv[3], std::atoi(Flag(argc, argv, "--ngl", "999").c_str()),

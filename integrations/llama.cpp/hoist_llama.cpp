@@ -5,6 +5,7 @@
 
 #include <strings.h>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -239,11 +240,16 @@ uint64_t TakeFromHolder(hoist_model* model, const std::string& device, Group& gr
                         const std::string& path) {
   group.from_holder.assign(group.destination_of.size(), false);
   uint64_t copied = 0;
+  const auto start = std::chrono::steady_clock::now();
   const hoist_status status =
       hoist_attach_into(model, device.c_str(), 0, HolderDestinationOf, &group, &copied);
   if (status == HOIST_OK) {
-    Log(GGML_LOG_LEVEL_INFO, path + ": " + std::to_string(copied) + " bytes on " + device +
-                                 " from the holder of the file");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char line[128];
+    std::snprintf(line, sizeof line, " bytes on %s from the holder of the file in %.4f s",
+                  device.c_str(), seconds);
+    Log(GGML_LOG_LEVEL_INFO, path + ": " + std::to_string(copied) + line);
     return copied;
   }
   if (status != HOIST_NOT_FOUND) {
@@ -381,6 +387,10 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
     }
     progress.done_before += group.bytes - held;
   }
+  // The reader takes every tensor it is given by index: none of the direct loads' names.
+  load.device = nullptr;
+  load.names = nullptr;
+  load.name_count = 0;
   if (!through_backend.empty() &&
       !SetThroughBackend(model, load, through_backend, progress, path, error)) {
     return false;
