@@ -23,6 +23,19 @@ std::vector<std::string> OptionNames(const CLI::App& app) {
   return names;
 }
 
+// An option the caller spelled with a word added or dropped (--chunk-size, --chunk-bytes for
+// --chunk): the longest known one that is a whole-word prefix of the name, or has it as one.
+// Edit distance alone finds none of these.
+std::string WordPrefixOf(const std::string& name, const std::vector<std::string>& options) {
+  std::string best;
+  for (const std::string& o : options) {
+    const bool longer = name.starts_with(o + "-");
+    const bool shorter = o.starts_with(name + "-");
+    if ((longer || shorter) && o.size() > best.size()) best = o;
+  }
+  return best;
+}
+
 std::string Join(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -51,7 +64,8 @@ std::string SuggestForParseError(const CLI::App& app, const std::vector<std::str
     if (!args[i].starts_with("--")) continue;
     const std::string name = args[i].substr(0, args[i].find('='));
     if (std::find(options.begin(), options.end(), name) != options.end()) continue;
-    const std::string near = NearestName(name, options);
+    std::string near = NearestName(name, options);
+    if (near.empty()) near = WordPrefixOf(name, options);
     return "hoist " + args[0] + ": unknown option '" + name + "'" +
            (near.empty() ? "" : "; did you mean '" + near + "'?") + " (hoist " + args[0] +
            " --help lists them)";

@@ -167,6 +167,12 @@ TEST_F(ConventionsCliTest, TyposGetTheNearestCommandOrOption) {
   r = RunHoist({"verify", model_, "--chunck=2MiB"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("did you mean '--chunk'?"), std::string::npos) << r.err;
+  // A word added to an option's name: too far for the edit distance, still that option.
+  for (const char* spelled : {"--chunk-size=2MiB", "--chunk-bytes"}) {
+    r = RunHoist({"load", model_, spelled});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("did you mean '--chunk'?"), std::string::npos) << spelled << r.err;
+  }
   r = RunHoist({});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err.find("hoist: a command is required (inspect, load,"), 0u) << r.err;
