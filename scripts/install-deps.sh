@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what hoist's build and tests need on Debian 12 (run as root, or with sudo available).
 # --core: only what building hoist needs (the demo), not the cross-compilers, wine, ROCm,
-# torch and the reference readers that the tests use.
+# torch and the reference readers that the tests use. --python: the core and what the Python
+# package's build and its own tests need (the README's pip line), nothing else.
 set -euo pipefail
 core=false
+python=false
 [ "${1:-}" = --core ] && core=true
+[ "${1:-}" = --python ] && { core=true; python=true; }
 cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -34,6 +37,10 @@ if ! $core; then
     # pyflakes over the Python code
     python3-jsonschema mypy python3-pyflakes
   )
+fi
+if $python; then
+  packages+=(python3-dev python3-venv python3-setuptools python3-wheel python3-pip pybind11-dev
+             python3-numpy python3-torch python3-xxhash python3-tqdm)
 fi
 missing=()
 for p in "${packages[@]}"; do
