@@ -24,3 +24,7 @@ head -12 "$summary" && echo "  ..." && tail -7 "$summary"
 rm -f "$summary"
 echo
 ./build-demo/hoist verify "$model" --device "${2:-auto}"
+echo
+echo "the hoist command is $PWD/build-demo/hoist; to type it as 'hoist', put it on PATH:"
+echo "  export PATH=\"$PWD/build-demo:\$PATH\"     # this shell"
+echo "  cmake --install build-demo --prefix ~/.local   # installed (~/.local/bin/hoist)"
