@@ -27,4 +27,4 @@ echo
 echo
 echo "the hoist command is $PWD/build-demo/hoist; to type it as 'hoist', put it on PATH:"
 echo "  export PATH=\"$PWD/build-demo:\$PATH\"     # this shell"
-echo "  cmake --install build-demo --prefix ~/.local   # installed (~/.local/bin/hoist)"
+echo "  install -D build-demo/hoist ~/.local/bin/hoist  # installed (~/.local/bin is on PATH)"
