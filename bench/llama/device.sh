@@ -21,7 +21,8 @@ WORK=${HOIST_LLAMA_WORK:-/root/hoist-llama-cpp}
 MODELS=${HOIST_MODEL_DIR:-/root/hoist-gguf}
 ROUNDS=${ROUNDS:-2}
 # WRITE_ARGS (the writer's shape flags) and HOLD_DEVICE (cuda:0) let the script run small on a
-# machine without a GPU, to check the script itself.
+# machine without a GPU, to check the script itself; TYPES ("f16 q4_k") and NGLS ("999 16")
+# choose the models and offloads.
 BIN=$PWD/.device
 mkdir -p "$OUT" "$WORK" "$MODELS"
 log() { echo "== $*" | tee -a "$OUT/log.txt"; }
@@ -56,7 +57,7 @@ fi
 TOOL=$WORK/hoist/bench/hoist_llama_load_bench
 VOCAB=$WORK/llama/src/models/ggml-vocab-llama-spm.gguf
 drop() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-for type in f16 q4_k; do
+for type in ${TYPES:-f16 q4_k}; do
   if [ ! -f "$MODELS/llama-8b-$type.gguf" ]; then
     log "writing an 8B llama-shaped GGUF ($type)"
     # shellcheck disable=SC2086
@@ -78,8 +79,8 @@ load() {  # TYPE NGL MODE TEMPERATURE [--logits FILE]
   expect $? "$1 ngl=$2 $3 $4 loads"
   echo "$line" | sed "s/^{/{\"type\":\"$1\",\"temperature\":\"$4\",/" | tee -a "$OUT/loads.jsonl" "$OUT/log.txt"
 }
-for type in f16 q4_k; do
-  for ngl in 999 16; do
+for type in ${TYPES:-f16 q4_k}; do
+  for ngl in ${NGLS:-999 16}; do
     log "$type, n_gpu_layers $ngl: logits of llama.cpp's no-mmap load and hoist's"
     cat "$MODELS/llama-8b-$type.gguf" >/dev/null
     load "$type" "$ngl" own-read warm --logits "$WORK/logits-own.bin"
@@ -133,6 +134,8 @@ for t in ("f16", "q4_k"):
     for ngl in (999, 16):
         for temp in ("warm", "cold"):
             m = {mode: max(best.get((t, ngl, temp, mode), [0])) for mode in ("own-mmap", "own-read", "hoist")}
+            if not any(m.values()):
+                continue  # not run (TYPES, NGLS)
             own = max(m["own-mmap"], m["own-read"])
             ratio = m["hoist"] / own if own else 0
             print(f"{t:6} {ngl:>4} {temp:5} {m['own-mmap']:9.2f} {m['own-read']:9.2f} {m['hoist']:9.2f} {ratio:10.2f}")
