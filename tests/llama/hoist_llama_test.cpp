@@ -234,6 +234,8 @@ void ExpectSameAsLlamasOwnLoad(const std::string& path) {
   ASSERT_NE(own_mapped, nullptr) << path;
   Model ours(hoist_llama_load(path.c_str(), CpuParams(), nullptr));
   ASSERT_NE(ours, nullptr) << hoist_llama_last_error();
+  EXPECT_EQ(llama_model_size(ours.get()), llama_model_size(own.get()));
+  EXPECT_EQ(llama_model_n_params(ours.get()), llama_model_n_params(own.get()));
   const auto own_tensors = TensorsOf(own.get());
   const auto our_tensors = TensorsOf(ours.get());
   ASSERT_EQ(own_tensors.size(), our_tensors.size());
