@@ -245,8 +245,11 @@ sys.stdout.buffer.write(struct.pack('<Q', len(h)) + h + w + bytes(16))" >"$seeds
       # Build-only check, unoptimised to keep it quick; the packed form's decoder compiled by
       # hipcc for AMD's GPUs (HOIST_GPU_KERNELS), the one build in CI that compiles the kernel.
       # HOIST_HIP=ON alone picks HIP (the CUDA backend's default turns off).
+      # hoist_llama too, against the main stage's libllama: what llama.cpp's HIP build links.
+      bash scripts/build-llama.sh build-llama
       cmake -S . -B build-hip -DHOIST_HIP=ON -DHOIST_GPU_KERNELS=ON -DHOIST_WERROR=ON \
-        -DHOIST_BUILD_TESTS=OFF -DHOIST_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON >/dev/null
+        -DHOIST_BUILD_TESTS=OFF -DHOIST_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON \
+        "${llama_flags[@]}" >/dev/null
       cmake --build build-hip -j "$jobs"
       set +e
       out=$(build-hip/hoist load tests/corpus/gguf/dummy-10-tensors.gguf --device hip:0 2>&1)
