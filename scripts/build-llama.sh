@@ -5,8 +5,9 @@
 #   cmake -S . -B build -DHOIST_LLAMA=ON -DCMAKE_PREFIX_PATH=PREFIX
 # The sources are unpacked to PREFIX/src (the llama.cpp tests read its internal headers there).
 # Extra arguments go to llama.cpp's configure: -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-# -DGGML_CUDA_FA=OFF on a GPU machine; -DLLAMA_BUILD_TOOLS=ON for llama-cli, llama-server and
-# llama-bench, which load through hoist with -DLLAMA_HOIST=HOIST_SOURCE
+# -DGGML_CUDA_FA=OFF on a GPU machine; -DLLAMA_BUILD_COMMON=ON -DLLAMA_BUILD_TOOLS=ON for
+# llama-server, llama-completion and llama-bench (common, which hoist_llama does not need, is
+# off otherwise), which load through hoist with -DLLAMA_HOIST=HOIST_SOURCE
 # -DLLAMA_HOIST_LIBRARY=.../libhoist.so (tools-load-through-hoist.patch says how).
 # A PREFIX already built from the same snapshot, patches and arguments is kept as it is.
 set -euo pipefail
@@ -32,7 +33,7 @@ cmake -S "$prefix/src" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_INSTALL_RPATH='$ORIGIN' \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_CURL=OFF \
-  -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF "$@" >"$prefix/configure.log"
+  -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF -DLLAMA_BUILD_COMMON=OFF "$@" >"$prefix/configure.log"
 cmake --build "$prefix/build" -j "$(nproc)" >"$prefix/build.log" \
   || { tail -40 "$prefix/build.log" >&2; exit 1; }
 cmake --install "$prefix/build" >/dev/null
