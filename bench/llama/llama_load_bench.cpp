@@ -24,6 +24,7 @@
 #include "ggml.h"
 #include "gguf.h"
 #include "hoist/llama.h"
+#include "llama_shape.h"
 
 namespace {
 
@@ -79,7 +80,8 @@ int Load(const std::string& mode, const std::string& path, int ngl, const std::s
     for (int step = 0; step < 8; ++step) {
       const float* l = llama_get_logits_ith(ctx, -1);
       llama_token next = static_cast<llama_token>(std::max_element(l, l + n_vocab) - l);
-      greedy += (greedy.empty() ? "" : ",") + std::to_string(next);
+      if (!greedy.empty()) greedy += ',';
+      greedy += std::to_string(next);
       llama_batch one = llama_batch_get_one(&next, 1);
       if (llama_decode(ctx, one) != 0) return 1;
     }
@@ -110,55 +112,28 @@ struct Noise {
 int Write(int argc, char** argv) {
   if (argc < 4) return 2;
   const std::string path = argv[2];
-  const int64_t layers = std::atoll(Flag(argc, argv, "--layers", "32").c_str());
-  const int64_t embed = std::atoll(Flag(argc, argv, "--embed", "4096").c_str());
-  const int64_t ff = std::atoll(Flag(argc, argv, "--ff", "14336").c_str());
-  const int64_t heads = std::atoll(Flag(argc, argv, "--heads", "32").c_str());
-  const int64_t kv_heads = std::atoll(Flag(argc, argv, "--kv-heads", "8").c_str());
+  LlamaShape shape;  // 8B's unless told
+  shape.layers = std::atoll(Flag(argc, argv, "--layers", "32").c_str());
+  shape.embed = std::atoll(Flag(argc, argv, "--embed", "4096").c_str());
+  shape.feed_forward = std::atoll(Flag(argc, argv, "--ff", "14336").c_str());
+  shape.heads = std::atoll(Flag(argc, argv, "--heads", "32").c_str());
+  shape.kv_heads = std::atoll(Flag(argc, argv, "--kv-heads", "8").c_str());
   const std::string type_name = Flag(argc, argv, "--type", "f16");
   const ggml_type type = type_name == "q8_0"   ? GGML_TYPE_Q8_0
                          : type_name == "q4_k" ? GGML_TYPE_Q4_K
                                                : GGML_TYPE_F16;
   gguf_context* vocab = gguf_init_from_file(argv[3], {true, nullptr});
   if (vocab == nullptr) return 1;
-  const int64_t n_vocab =
+  shape.vocab =
       static_cast<int64_t>(gguf_get_arr_n(vocab, gguf_find_key(vocab, "tokenizer.ggml.tokens")));
   gguf_context* g = gguf_init_empty();
   gguf_set_kv(g, vocab);
-  gguf_set_val_str(g, "general.architecture", "llama");
-  gguf_set_val_u32(g, "llama.block_count", static_cast<uint32_t>(layers));
-  gguf_set_val_u32(g, "llama.context_length", 4096);
-  gguf_set_val_u32(g, "llama.embedding_length", static_cast<uint32_t>(embed));
-  gguf_set_val_u32(g, "llama.feed_forward_length", static_cast<uint32_t>(ff));
-  gguf_set_val_u32(g, "llama.attention.head_count", static_cast<uint32_t>(heads));
-  gguf_set_val_u32(g, "llama.attention.head_count_kv", static_cast<uint32_t>(kv_heads));
-  gguf_set_val_u32(g, "llama.rope.dimension_count", static_cast<uint32_t>(embed / heads));
-  gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  gguf_set_val_u32(g, "llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  SetLlamaKeys(g, shape);
   gguf_set_val_u32(g, "general.file_type", static_cast<uint32_t>(type));
-  struct Spec {
-    std::string name;
-    int64_t ne0, ne1;
-  };
-  const int64_t kv = embed / heads * kv_heads;
-  std::vector<Spec> specs = {{"token_embd.weight", embed, n_vocab},
-                             {"output_norm.weight", embed, 1},
-                             {"output.weight", embed, n_vocab}};
-  for (int64_t i = 0; i < layers; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    specs.push_back({b + "attn_norm.weight", embed, 1});
-    specs.push_back({b + "attn_q.weight", embed, embed});
-    specs.push_back({b + "attn_k.weight", embed, kv});
-    specs.push_back({b + "attn_v.weight", embed, kv});
-    specs.push_back({b + "attn_output.weight", embed, embed});
-    specs.push_back({b + "ffn_norm.weight", embed, 1});
-    specs.push_back({b + "ffn_gate.weight", embed, ff});
-    specs.push_back({b + "ffn_up.weight", embed, ff});
-    specs.push_back({b + "ffn_down.weight", ff, embed});
-  }
+  const std::vector<LlamaTensor> specs = LlamaTensors(shape);
   ggml_context* meta = ggml_init({specs.size() * ggml_tensor_overhead(), nullptr, true});
   std::vector<ggml_tensor*> tensors;
-  for (const Spec& s : specs) {
+  for (const LlamaTensor& s : specs) {
     ggml_tensor* t = s.ne1 == 1 ? ggml_new_tensor_1d(meta, GGML_TYPE_F32, s.ne0)
                                 : ggml_new_tensor_2d(meta, type, s.ne0, s.ne1);
     ggml_set_name(t, s.name.c_str());

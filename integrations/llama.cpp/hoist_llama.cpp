@@ -163,8 +163,8 @@ void Record(ggml_tensor* t, void* user) {
   r->placed.push_back({t, index});
 }
 
-// Where hoist reads a tensor to: a device pointer ("gpu:N"), a host pointer ("host"), or ""
-// for memory only the buffer's own set_tensor can fill (repacking, split across devices).
+// Where hoist reads a tensor to: a device pointer ("cuda:N", "hip:N"), a host pointer ("host"), or
+// "" for memory only the buffer's own set_tensor can fill (repacking, split across devices).
 std::string DirectDevice(const ggml_tensor* t) {
   if (t->buffer == nullptr || t->data == nullptr) return "";
   if (ggml_backend_buffer_is_host(t->buffer)) return "host";
@@ -206,7 +206,7 @@ int ReportProgress(void* user, uint64_t done, uint64_t /*total*/) {
 
 struct Group {
   std::vector<void*> destination_of;  // by the model's tensor index
-  std::vector<bool> from_holder;      // by the model's tensor index
+  std::vector<bool> from_holder;      // by the model's tensor index: copied from a holder
   uint64_t bytes = 0;
 };
 
@@ -238,7 +238,6 @@ void Log(ggml_log_level level, const std::string& message) {
 // copied within the device; the bytes copied. Any failure leaves them to be read.
 uint64_t TakeFromHolder(hoist_model* model, const std::string& device, Group& group,
                         const std::string& path) {
-  group.from_holder.assign(group.destination_of.size(), false);
   uint64_t copied = 0;
   const auto start = std::chrono::steady_clock::now();
   const hoist_status status =
@@ -258,6 +257,10 @@ uint64_t TakeFromHolder(hoist_model* model, const std::string& device, Group& gr
   }
   group.from_holder.assign(group.destination_of.size(), false);
   return 0;
+}
+
+std::string Cancelled(const std::string& path) {
+  return path + ": the load was cancelled (the progress callback returned false)";
 }
 
 std::string HoistError(const std::string& path, hoist_status status) {
@@ -298,7 +301,7 @@ bool SetThroughBackend(hoist_model* model, const hoist_load_options& load,
   hoist_reader_close(reader);
   progress.done_before += done;
   if (progress.cancelled) {
-    error = path + ": the load was cancelled (the progress callback returned false)";
+    error = Cancelled(path);
     return false;
   }
   if (status != HOIST_OK) {
@@ -332,14 +335,17 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
       continue;
     }
     Group& g = direct[device];
-    if (g.destination_of.empty()) g.destination_of.assign(count, nullptr);
+    if (g.destination_of.empty()) {
+      g.destination_of.assign(count, nullptr);
+      g.from_holder.assign(count, false);
+    }
     g.destination_of[p.index] = p.tensor->data;
     g.bytes += info.nbytes;
   }
   // Asked once before the first byte (so a load can be cancelled before it starts) and once
   // after the last, whatever hoist's 100 ms reporting saw in between.
   if (!progress.Report(0)) {
-    error = path + ": the load was cancelled (the progress callback returned false)";
+    error = Cancelled(path);
     return false;
   }
   hoist_load_options load;
@@ -355,8 +361,7 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
     progress.done_before += held;
     std::vector<const char*> names;  // the tensors left to read
     for (size_t i = 0; i < count; ++i) {
-      if (group.destination_of[i] != nullptr &&
-          (group.from_holder.empty() || !group.from_holder[i])) {
+      if (group.destination_of[i] != nullptr && !group.from_holder[i]) {
         hoist_tensor_info info{};
         (void)hoist_model_tensor(model, i, &info);
         names.push_back(info.name);
@@ -373,16 +378,14 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
       // This hoist has no backend for that GPU: its tensors go through set_tensor instead.
       for (const Placed& p : placed) {
         if (group.destination_of[p.index] == p.tensor->data && first_of[p.index] == p.tensor &&
-            (group.from_holder.empty() || !group.from_holder[p.index])) {
+            !group.from_holder[p.index]) {
           through_backend.push_back(p);
         }
       }
       continue;
     }
     if (status != HOIST_OK) {
-      error = progress.cancelled
-                  ? path + ": the load was cancelled (the progress callback returned false)"
-                  : HoistError(path, status);
+      error = progress.cancelled ? Cancelled(path) : HoistError(path, status);
       return false;
     }
     progress.done_before += group.bytes - held;
@@ -398,7 +401,7 @@ bool Fill(hoist_model* model, const std::vector<Placed>& placed, const hoist_lla
   for (const auto& [from, to] : copies) ggml_backend_tensor_copy(from, to);
   progress.done_before = progress.total;
   if (!progress.Report(0)) {
-    error = path + ": the load was cancelled (the progress callback returned false)";
+    error = Cancelled(path);
     return false;
   }
   return true;

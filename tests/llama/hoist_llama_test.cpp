@@ -25,55 +25,15 @@
 #include "gguf.h"
 #include "hoist/llama.h"
 #include "llama-model.h"  // the snapshot's: a model's tensors by name, which llama.h does not list
+#include "llama_shape.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kLayers = 2;
-constexpr int64_t kEmbed = 256;
-constexpr int64_t kFeedForward = 512;
-constexpr int64_t kHeads = 4;
-constexpr int64_t kKvHeads = 2;
-constexpr int64_t kHeadDim = kEmbed / kHeads;
+// Small enough for CI; the vocabulary is the real one's size.
+const LlamaShape kShape{2, 256, 512, 4, 2, 32000, 256};
 constexpr int64_t kVocab = 32000;
-
-struct TensorSpec {
-  std::string name;
-  int64_t ne0, ne1;  // ggml order: ne0 the row length
-};
-
-std::vector<TensorSpec> LlamaTensors() {
-  std::vector<TensorSpec> t = {{"token_embd.weight", kEmbed, kVocab},
-                               {"output_norm.weight", kEmbed, 1},
-                               {"output.weight", kEmbed, kVocab}};
-  for (int i = 0; i < kLayers; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    t.push_back({b + "attn_norm.weight", kEmbed, 1});
-    t.push_back({b + "attn_q.weight", kEmbed, kEmbed});
-    t.push_back({b + "attn_k.weight", kEmbed, kHeadDim * kKvHeads});
-    t.push_back({b + "attn_v.weight", kEmbed, kHeadDim * kKvHeads});
-    t.push_back({b + "attn_output.weight", kEmbed, kEmbed});
-    t.push_back({b + "ffn_norm.weight", kEmbed, 1});
-    t.push_back({b + "ffn_gate.weight", kEmbed, kFeedForward});
-    t.push_back({b + "ffn_up.weight", kEmbed, kFeedForward});
-    t.push_back({b + "ffn_down.weight", kFeedForward, kEmbed});
-  }
-  return t;
-}
-
-void SetHyperparameters(gguf_context* g) {
-  gguf_set_val_str(g, "general.architecture", "llama");
-  gguf_set_val_u32(g, "llama.block_count", kLayers);
-  gguf_set_val_u32(g, "llama.context_length", 256);
-  gguf_set_val_u32(g, "llama.embedding_length", kEmbed);
-  gguf_set_val_u32(g, "llama.feed_forward_length", kFeedForward);
-  gguf_set_val_u32(g, "llama.attention.head_count", kHeads);
-  gguf_set_val_u32(g, "llama.attention.head_count_kv", kKvHeads);
-  gguf_set_val_u32(g, "llama.rope.dimension_count", kHeadDim);
-  gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  gguf_set_val_u32(g, "llama.vocab_size", kVocab);
-}
 
 // A llama-shaped model with the vocabulary's tokenizer: norms F32 near 1, matrices of `type`
 // from seeded N(0, 0.05) values. splits > 1: NAME-0000i-of-0000N.gguf files, the first holding
@@ -83,9 +43,9 @@ std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type t
   gguf_context* vocab = gguf_init_from_file(HOIST_LLAMA_VOCAB, {true, nullptr});
   EXPECT_NE(vocab, nullptr) << HOIST_LLAMA_VOCAB;
   if (vocab == nullptr) return "";
-  const std::vector<TensorSpec> specs = LlamaTensors();
+  const std::vector<LlamaTensor> specs = LlamaTensors(kShape);
   size_t bytes = 0;
-  for (const TensorSpec& s : specs) {
+  for (const LlamaTensor& s : specs) {
     bytes += ggml_row_size(s.ne1 == 1 ? GGML_TYPE_F32 : type, s.ne0) * s.ne1 + 256;
   }
   ggml_init_params params{bytes + specs.size() * ggml_tensor_overhead() * 2, nullptr, false};
@@ -93,7 +53,7 @@ std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type t
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<ggml_tensor*> tensors;
-  for (const TensorSpec& s : specs) {
+  for (const LlamaTensor& s : specs) {
     const bool norm = s.ne1 == 1;
     const ggml_type t_type = norm ? GGML_TYPE_F32 : type;
     ggml_tensor* t = norm ? ggml_new_tensor_1d(ctx, t_type, s.ne0)
@@ -114,7 +74,7 @@ std::string WriteModel(const fs::path& dir, const std::string& name, ggml_type t
     gguf_context* out = gguf_init_empty();
     if (f == 0) {
       gguf_set_kv(out, vocab);
-      SetHyperparameters(out);
+      SetLlamaKeys(out, kShape);
       gguf_set_val_u32(out, "general.file_type", static_cast<uint32_t>(type));
     }
     if (splits > 1) {
@@ -330,7 +290,7 @@ TEST_F(HoistLlamaTest, ACorruptFileIsRefusedWithItsReason) {
   // A tensor whose shape is not the architecture's: llama.cpp's own load refuses it too.
   gguf_context* g = gguf_init_from_file(path.c_str(), {true, nullptr});
   ASSERT_NE(g, nullptr);
-  gguf_set_val_u32(g, "llama.feed_forward_length", kFeedForward * 2);
+  gguf_set_val_u32(g, "llama.feed_forward_length", kShape.feed_forward * 2);
   const fs::path reshaped = *dir_ / "reshaped.gguf";
   ASSERT_TRUE(gguf_write_to_file(g, reshaped.c_str(), /*only_meta=*/true));
   gguf_free(g);
